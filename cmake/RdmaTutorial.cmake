@@ -1,0 +1,96 @@
+# Shared build rules for every step. A step's CMakeLists.txt includes this file
+# and calls rdma_tutorial_step(); it works from the top level and on its own
+# (cmake -S step01_devices -B /tmp/b).
+include_guard(GLOBAL)
+
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+    set(CMAKE_BUILD_TYPE RelWithDebInfo)
+endif()
+
+option(TUTORIAL_WERROR "Treat compiler warnings as errors (CI)" OFF)
+option(TUTORIAL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET GLOBAL libibverbs)
+find_package(GTest QUIET)
+find_package(Threads REQUIRED)
+
+set(RDMA_TUTORIAL_ROOT ${CMAKE_CURRENT_LIST_DIR}/.. CACHE INTERNAL "")
+set(RDMA_TUTORIAL_TESTLIB ${CMAKE_CURRENT_LIST_DIR}/testlib.sh CACHE INTERNAL "")
+
+# Every program run by a test prints "destroy failed:" when an RAII destroy
+# fails (see step02); any such line fails the test.
+set(RDMA_TUTORIAL_FAIL_REGEX "destroy failed:")
+
+function(_rdma_tutorial_flags target)
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+    if(TUTORIAL_WERROR)
+        target_compile_options(${target} PRIVATE -Werror)
+    endif()
+    if(TUTORIAL_SANITIZE)
+        target_compile_options(${target} PRIVATE -fsanitize=address,undefined
+                                                 -fno-omit-frame-pointer -fno-sanitize-recover=all)
+        target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+    endif()
+endfunction()
+
+# rdma_tutorial_step(NAME SOURCES a.cpp [b.cpp...] [LIBRARY_SOURCES x.cpp...])
+# builds the program NAME from SOURCES. LIBRARY_SOURCES go into NAME_lib, which
+# the program and the step's unit tests both link, so tests use the real code.
+function(rdma_tutorial_step name)
+    cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARY_SOURCES" ${ARGN})
+    if(ARG_LIBRARY_SOURCES)
+        add_library(${name}_lib STATIC ${ARG_LIBRARY_SOURCES})
+        target_include_directories(${name}_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+        target_link_libraries(${name}_lib PUBLIC PkgConfig::IBVERBS Threads::Threads)
+        _rdma_tutorial_flags(${name}_lib)
+    endif()
+    add_executable(${name} ${ARG_SOURCES})
+    target_link_libraries(${name} PRIVATE PkgConfig::IBVERBS Threads::Threads)
+    if(ARG_LIBRARY_SOURCES)
+        target_link_libraries(${name} PRIVATE ${name}_lib)
+    endif()
+    _rdma_tutorial_flags(${name})
+endfunction()
+
+# rdma_tutorial_unit_test(NAME SOURCES t.cpp... [LINK lib...]): a GoogleTest
+# program with the label "unit": it needs no device.
+function(rdma_tutorial_unit_test name)
+    cmake_parse_arguments(ARG "" "" "SOURCES;LINK" ${ARGN})
+    if(NOT GTest_FOUND)
+        message(WARNING "GoogleTest not found: ${name} is not built (run tools/install-deps.sh)")
+        return()
+    endif()
+    add_executable(${name} ${ARG_SOURCES})
+    target_link_libraries(${name} PRIVATE GTest::gtest_main ${ARG_LINK})
+    _rdma_tutorial_flags(${name})
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 60)
+endfunction()
+
+# rdma_tutorial_device_test(NAME SCRIPT file.sh [TIMEOUT s] [LABEL l] [ARGS ...]):
+# a bash test, by default with the label "rdma". Through testlib.sh's
+# require_device it exits 77 (reported as skipped) when no device is present,
+# or fails instead when RDMA_REQUIRE_DEVICE=1. LABEL unit is for script tests
+# that need no device (options, usage errors).
+function(rdma_tutorial_device_test name)
+    cmake_parse_arguments(ARG "" "SCRIPT;TIMEOUT;LABEL" "ARGS" ${ARGN})
+    if(NOT ARG_TIMEOUT)
+        set(ARG_TIMEOUT 120)
+    endif()
+    if(NOT ARG_LABEL)
+        set(ARG_LABEL rdma)
+    endif()
+    add_test(NAME ${name}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SCRIPT} ${ARG_ARGS})
+    set_tests_properties(${name} PROPERTIES
+        LABELS ${ARG_LABEL}
+        TIMEOUT ${ARG_TIMEOUT}
+        SKIP_RETURN_CODE 77
+        FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}"
+        ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB};TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
+endfunction()

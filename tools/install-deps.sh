@@ -13,6 +13,8 @@ PACKAGES=(
     qemu-system-x86 busybox-static kmod cpio
     # the docs
     doxygen graphviz doxygen-awesome-css
+    # the docs' browser test (tools/site-check)
+    chromium
 )
 
 missing=()
@@ -24,8 +26,21 @@ done
 need_lists=0
 apt-cache show linux-image-amd64 >/dev/null 2>&1 || need_lists=1
 
+# Node.js for the browser test: the machine's own, or Debian's.
+command -v npm >/dev/null || missing+=(nodejs npm)
+
+install_node_modules() {
+    local dir
+    dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/site-check
+    if [[ ! -d $dir/node_modules/playwright-core ]]; then
+        echo "install-deps: npm ci in tools/site-check (playwright-core)"
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    fi
+}
+
 if ((${#missing[@]} == 0 && need_lists == 0)); then
     echo "install-deps: all ${#PACKAGES[@]} packages are installed"
+    install_node_modules
     exit 0
 fi
 
@@ -43,3 +58,4 @@ echo "install-deps: installing ${missing[*]:-nothing (refreshing package lists)}
 if ((${#missing[@]})); then
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+install_node_modules

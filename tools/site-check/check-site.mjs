@@ -1,0 +1,106 @@
+// check-site.mjs: opens the built Doxygen site in headless Chromium and checks
+// what a reader would see on every chapter, concept and help page.
+//   node check-site.mjs HTML_DIR SCREENSHOT_DIR
+// Serves HTML_DIR on 127.0.0.1, then, for each page: the title is there, no raw
+// Doxygen command leaked into the text, every image and diagram loads, and
+// every internal link resolves. Saves screenshots of the main page and of the
+// latest chapter. Prints "N passed, M failed" and exits non-zero on a failure.
+import { chromium } from 'playwright-core';
+import { createServer } from 'node:http';
+import { readFile, mkdir, readdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { extname, join, normalize } from 'node:path';
+
+const [htmlDir, shotDir] = process.argv.slice(2);
+if (!htmlDir || !shotDir || !existsSync(join(htmlDir, 'index.html'))) {
+  console.error('usage: node check-site.mjs HTML_DIR SCREENSHOT_DIR (HTML_DIR must hold index.html)');
+  process.exit(2);
+}
+
+const types = { '.html': 'text/html', '.css': 'text/css', '.js': 'text/javascript',
+                 '.svg': 'image/svg+xml', '.png': 'image/png', '.map': 'text/plain' };
+const server = createServer(async (req, res) => {
+  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname));
+  const file = join(htmlDir, path.endsWith('/') ? path + 'index.html' : path);
+  try {
+    const body = await readFile(file);
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
+    res.end(body);
+  } catch {
+    res.writeHead(404);
+    res.end('not found');
+  }
+});
+await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+const base = `http://127.0.0.1:${server.address().port}/`;
+
+// The pages a reader must be able to read, with the title each must show.
+const files = await readdir(htmlDir);
+const pages = [
+  ['index.html', /RDMA/],
+  ['troubleshooting.html', /Troubleshooting/],
+  ['lab.html', /Soft-RoCE lab/],
+];
+for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
+  pages.push([f, new RegExp(`Step ${f.slice(4, 6)}`)]);
+}
+const chapters = pages.filter(([f]) => f.startsWith('step')).map(([f]) => f);
+const leaks = /(^|[\s(])[\\@](snippet|ref|subpage|msc|endmsc|dot|enddot|htmlinclude|page|section|brief|param)\b/m;
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
+         '--no-first-run', '--disable-component-update', '--disable-sync'],
+});
+let passed = 0;
+let failed = 0;
+const check = (ok, what) => {
+  if (ok) { passed++; } else { failed++; console.log(`FAIL: ${what}`); }
+};
+const linkStatus = new Map();
+
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  for (const [file, title] of pages) {
+    const response = await page.goto(base + file, { waitUntil: 'load' });
+    check(response && response.ok(), `${file}: HTTP ${response?.status()}`);
+    const heading = await page.locator('.headertitle, .title').first().innerText().catch(() => '');
+    check(title.test(heading), `${file}: title "${heading}" does not match ${title}`);
+    const text = await page.locator('body').innerText();
+    const leak = text.match(leaks);
+    check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
+    const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({
+      src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0 })));
+    for (const img of images) check(img.ok, `${file}: image ${img.src} did not load`);
+    const objects = await page.$$eval('object[data], iframe[src]',
+      (os) => os.map((o) => o.getAttribute('data') ?? o.getAttribute('src')));
+    const links = await page.$$eval('a[href]', (as) => as.map((a) => a.href));
+    for (const url of [...objects.map((o) => new URL(o, base + file).href), ...links]) {
+      if (!url.startsWith(base)) continue;
+      const target = url.split('#')[0];
+      if (!linkStatus.has(target)) {
+        const r = await context.request.get(target);
+        linkStatus.set(target, r.status());
+      }
+      check(linkStatus.get(target) === 200, `${file}: broken link ${url} (${linkStatus.get(target)})`);
+    }
+    console.log(`page ${file}: ${images.length} images, ${objects.length} diagrams, ${links.length} links`);
+  }
+  await mkdir(shotDir, { recursive: true });
+  await page.goto(base + 'index.html', { waitUntil: 'load' });
+  await page.screenshot({ path: join(shotDir, 'main-page.png'), fullPage: false });
+  const last = chapters.at(-1);
+  check(Boolean(last), 'no chapter page was found');
+  if (last) {
+    await page.goto(base + last, { waitUntil: 'load' });
+    await page.screenshot({ path: join(shotDir, last.replace('.html', '.png')), fullPage: false });
+  }
+  check(chapters.length > 0, 'no stepNN.html chapter pages');
+  console.log(`site check: ${pages.length} pages, ${linkStatus.size} distinct internal links`);
+} finally {
+  await browser.close();
+  server.close();
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -94,3 +94,27 @@ function(rdma_tutorial_device_test name)
         FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}"
         ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB};TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
 endfunction()
+
+# rdma_tutorial_device_gtest(NAME SOURCES t.cpp... [LINK lib...] [TIMEOUT s]): a
+# GoogleTest program that needs a device, with the label "rdma". It brings its
+# own main(), which exits 77 (reported as skipped) when its tests skipped for
+# lack of a device; with RDMA_REQUIRE_DEVICE=1 those tests fail instead.
+function(rdma_tutorial_device_gtest name)
+    cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LINK" ${ARGN})
+    if(NOT GTest_FOUND)
+        message(WARNING "GoogleTest not found: ${name} is not built (run tools/install-deps.sh)")
+        return()
+    endif()
+    if(NOT ARG_TIMEOUT)
+        set(ARG_TIMEOUT 120)
+    endif()
+    add_executable(${name} ${ARG_SOURCES})
+    target_link_libraries(${name} PRIVATE GTest::gtest ${ARG_LINK})
+    _rdma_tutorial_flags(${name})
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES
+        LABELS rdma
+        TIMEOUT ${ARG_TIMEOUT}
+        SKIP_RETURN_CODE 77
+        FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}")
+endfunction()

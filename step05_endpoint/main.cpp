@@ -1,0 +1,601 @@
+// Step 05: the ping-pong rewritten on RDMAEndpoint, plus one-sided RDMA WRITE and READ (--op).
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <unistd.h>
+
+#include <sys/resource.h>
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "rdma_endpoint.hpp"
+
+namespace tutorial {
+
+class UsageError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+constexpr const char* kProgram = "step05_endpoint";
+
+enum class Operation { pingpong, write, read };
+
+struct Options {
+    std::string device;
+    int port = 1;
+    int gid_index = -1;
+    std::size_t size = 4096;
+    int iters = 1000;
+    int warmup = 0;
+    ibv_mtu mtu = IBV_MTU_1024;
+    std::uint32_t rx_depth = 500;
+    std::uint32_t tx_depth = 1;
+    std::uint16_t tcp_port = 18515;
+    std::string bind_address;
+    int timeout_seconds = 10;
+    Operation op = Operation::pingpong;
+    bool rc_pingpong_compat = false;
+    bool verbose = false;
+    bool help = false;
+    std::string host;  // empty: server
+};
+
+const char* usage_text() {
+    return "usage: step05_endpoint [options]          start a server and wait for a client\n"
+           "       step05_endpoint [options] HOST     connect to the server on HOST\n"
+           "\n"
+           "options:\n"
+           "  -d, --ib-dev=DEV        use RDMA device DEV (default: the first one)\n"
+           "  -i, --ib-port=PORT      use port PORT of the device (default 1)\n"
+           "  -g, --gid-idx=INDEX     use GID INDEX (default: chosen automatically)\n"
+           "  -s, --size=BYTES        message size (default 4096)\n"
+           "  -n, --iters=N           number of iterations (default 1000)\n"
+           "  -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)\n"
+           "  -r, --rx-depth=N        receives to keep posted (default 500)\n"
+           "  -t, --tx-depth=N        send queue depth (default 1)\n"
+           "  -p, --port=PORT         TCP port of the handshake (default 18515)\n"
+           "      --bind=ADDR         server: listen on ADDR only (default: any)\n"
+           "      --timeout=SECONDS   limit for connecting, the handshake and every wait (default "
+           "10)\n"
+           "      --warmup=N          N more iterations first, left out of the figures (default "
+           "0)\n"
+           "      --op=OP             pingpong (default), write (one-sided RDMA WRITE) or read\n"
+           "      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake (ping-pong only)\n"
+           "  -v, --verbose           say more\n"
+           "  -h, --help              print this help and exit\n"
+           "\n"
+           "exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no provider,\n"
+           "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 interrupted\n";
+}
+
+// Parses the whole of text as a number in [min, max], or throws UsageError naming the option.
+template <typename T>
+T parse_number(const char* text, const char* option, long long min, long long max) {
+    long long value = 0;
+    const char* end = text + std::strlen(text);
+    const auto [ptr, ec] = std::from_chars(text, end, value);
+    if (ec != std::errc() || ptr != end || text == end || value < min || value > max) {
+        throw UsageError(std::string("invalid value '") + text + "' for " + option +
+                         " (expected a whole number from " + std::to_string(min) + " to " +
+                         std::to_string(max) + ")");
+    }
+    return static_cast<T>(value);
+}
+
+ibv_mtu parse_mtu(const char* text) {
+    switch (parse_number<int>(text, "--mtu", 256, 4096)) {
+        case 256:
+            return IBV_MTU_256;
+        case 512:
+            return IBV_MTU_512;
+        case 1024:
+            return IBV_MTU_1024;
+        case 2048:
+            return IBV_MTU_2048;
+        case 4096:
+            return IBV_MTU_4096;
+        default:
+            throw UsageError(std::string("invalid value '") + text +
+                             "' for --mtu (expected 256, 512, 1024, 2048 or 4096)");
+    }
+}
+
+//! [options]
+Options parse_options(int argc, char** argv) {
+    enum { kBind = 1000, kTimeout, kWarmup, kOp, kCompat };
+    static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
+                                          {"ib-port", required_argument, nullptr, 'i'},
+                                          {"gid-idx", required_argument, nullptr, 'g'},
+                                          {"size", required_argument, nullptr, 's'},
+                                          {"iters", required_argument, nullptr, 'n'},
+                                          {"mtu", required_argument, nullptr, 'm'},
+                                          {"rx-depth", required_argument, nullptr, 'r'},
+                                          {"tx-depth", required_argument, nullptr, 't'},
+                                          {"port", required_argument, nullptr, 'p'},
+                                          {"bind", required_argument, nullptr, kBind},
+                                          {"timeout", required_argument, nullptr, kTimeout},
+                                          {"warmup", required_argument, nullptr, kWarmup},
+                                          {"op", required_argument, nullptr, kOp},
+                                          {"rc-pingpong-compat", no_argument, nullptr, kCompat},
+                                          {"verbose", no_argument, nullptr, 'v'},
+                                          {"help", no_argument, nullptr, 'h'},
+                                          {nullptr, 0, nullptr, 0}};
+    Options options;
+    optind = 0;  // getopt_long starts afresh (the unit tests parse many command lines)
+    opterr = 0;
+    for (;;) {
+        const int c = getopt_long(argc, argv, ":d:i:g:s:n:m:r:t:p:vh", long_options, nullptr);
+        if (c == -1)
+            break;
+        switch (c) {
+            case 'd':
+                options.device = optarg;
+                break;
+            case 'i':
+                options.port = parse_number<int>(optarg, "--ib-port", 1, 255);
+                break;
+            case 'g':
+                options.gid_index = parse_number<int>(optarg, "--gid-idx", 0, 255);
+                break;
+            case 's':
+                options.size = parse_number<std::size_t>(optarg, "--size", 1, 1 << 30);
+                break;
+            case 'n':
+                options.iters = parse_number<int>(optarg, "--iters", 1, 100000000);
+                break;
+            case 'm':
+                options.mtu = parse_mtu(optarg);
+                break;
+            case 'r':
+                options.rx_depth = parse_number<std::uint32_t>(optarg, "--rx-depth", 2, 1 << 24);
+                break;
+            case 't':
+                options.tx_depth = parse_number<std::uint32_t>(optarg, "--tx-depth", 1, 1 << 24);
+                break;
+            case 'p':
+                options.tcp_port = parse_number<std::uint16_t>(optarg, "--port", 1, 65535);
+                break;
+            case kBind:
+                options.bind_address = optarg;
+                break;
+            case kTimeout:
+                options.timeout_seconds = parse_number<int>(optarg, "--timeout", 1, 3600);
+                break;
+            case kWarmup:
+                options.warmup = parse_number<int>(optarg, "--warmup", 0, 1000000);
+                break;
+            case kOp:
+                if (std::strcmp(optarg, "pingpong") == 0) {
+                    options.op = Operation::pingpong;
+                } else if (std::strcmp(optarg, "write") == 0) {
+                    options.op = Operation::write;
+                } else if (std::strcmp(optarg, "read") == 0) {
+                    options.op = Operation::read;
+                } else {
+                    throw UsageError(std::string("invalid value '") + optarg +
+                                     "' for --op (expected pingpong, write or read)");
+                }
+                break;
+            case kCompat:
+                options.rc_pingpong_compat = true;
+                break;
+            case 'v':
+                options.verbose = true;
+                break;
+            case 'h':
+                options.help = true;
+                break;
+            case ':':
+                throw UsageError(std::string("option ") + argv[optind - 1] + " needs a value");
+            default:
+                throw UsageError(optopt
+                                     ? std::string("unknown option -") + static_cast<char>(optopt)
+                                     : std::string("unknown option ") + argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        options.host = argv[optind++];
+    if (optind < argc)
+        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    if (options.rc_pingpong_compat && options.op != Operation::pingpong) {
+        throw UsageError(
+            "--rc-pingpong-compat carries no buffer address or rkey: it works with "
+            "--op pingpong only");
+    }
+    return options;
+}
+//! [options]
+
+// ------------------------------------------------------------------ statistics
+
+struct LatencyStats {
+    std::size_t count = 0;
+    double min = 0, max = 0, typical = 0, average = 0, stdev = 0, p99 = 0, p999 = 0;
+};
+
+// Nearest-rank percentile of sorted samples: the smallest sample with at least p of them at or
+// below it.
+double percentile(const std::vector<double>& sorted, double p) {
+    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+    return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
+}
+
+LatencyStats compute_stats(std::vector<double> samples) {
+    LatencyStats s;
+    if (samples.empty())
+        return s;
+    std::sort(samples.begin(), samples.end());
+    s.count = samples.size();
+    s.min = samples.front();
+    s.max = samples.back();
+    s.typical = samples[samples.size() / 2];
+    double sum = 0;
+    for (double v : samples)
+        sum += v;
+    s.average = sum / static_cast<double>(s.count);
+    double squares = 0;
+    for (double v : samples)
+        squares += (v - s.average) * (v - s.average);
+    s.stdev = std::sqrt(squares / static_cast<double>(s.count));
+    s.p99 = percentile(samples, 0.99);
+    s.p999 = percentile(samples, 0.999);
+    return s;
+}
+
+void print_summary(std::size_t size, int iters, double seconds) {
+    const double bytes = static_cast<double>(size) * iters * 2;
+    const double usec = seconds * 1e6;
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", static_cast<long long>(bytes),
+                seconds, bytes * 8.0 / usec);
+    std::printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, seconds, usec / iters);
+}
+
+void print_latency_table(std::size_t size, const LatencyStats& s) {
+    const char* rule =
+        "---------------------------------------------------------------------------------------";
+    std::printf("%s\n", rule);
+    std::printf(
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+        "t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec] \n");
+    std::printf(
+        " %-7zu %-10zu %-7.2f        %-7.2f      %-7.2f            %-7.2f             "
+        "%-7.2f            %-7.2f                %-7.2f    \n",
+        size, s.count, s.min, s.max, s.typical, s.average, s.stdev, s.p99, s.p999);
+    std::printf("%s\n", rule);
+}
+
+// ------------------------------------------------------------------ payload patterns
+
+std::uint8_t pattern_byte(std::uint64_t seed, std::size_t i) {
+    return static_cast<std::uint8_t>((i * 131 + seed * 7 + (i >> 8) + 1) & 0xff);
+}
+
+void fill_pattern(std::span<std::byte> buffer, std::uint64_t seed) {
+    for (std::size_t i = 0; i < buffer.size(); ++i)
+        buffer[i] = std::byte{pattern_byte(seed, i)};
+}
+
+// Throws TutorialError naming the first byte that differs.
+void verify_pattern(std::span<const std::byte> buffer, std::uint64_t seed, const char* what) {
+    for (std::size_t i = 0; i < buffer.size(); ++i) {
+        const auto got = std::to_integer<unsigned>(buffer[i]);
+        if (got != pattern_byte(seed, i)) {
+            char text[160];
+            std::snprintf(text, sizeof text, "%s: byte %zu is 0x%02x, expected 0x%02x", what, i,
+                          got, static_cast<unsigned>(pattern_byte(seed, i)));
+            throw TutorialError(kExitRdma, text);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ running
+
+volatile std::sig_atomic_t g_stop = 0;
+
+extern "C" void on_stop_signal(int) {
+    g_stop = 1;
+}
+
+void print_address(const char* label, const PeerInfo& info) {
+    std::printf("  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", label, info.lid, info.qpn,
+                info.psn, gid_to_string(info.gid).c_str());
+}
+
+constexpr std::uint64_t kRecvWrId = 1, kSendWrId = 2;
+
+//! [pingpong]
+// rc_pingpong's traffic pattern: the client sends first; each side sends its next message once
+// its previous send and the peer's message have both completed.
+void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
+    const bool client = !options.host.empty();
+    const int total = options.iters + options.warmup;
+    std::vector<double> samples;
+    samples.reserve(static_cast<std::size_t>(options.iters));
+    int receives_posted = static_cast<int>(options.rx_depth);
+    int sent = 0, received = 0;
+    unsigned pending = kRecvWrId;
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point last_send{}, start = Clock::now();
+    const auto send = [&] {
+        last_send = Clock::now();
+        endpoint.post_send(kSendWrId, 0, options.size);
+        pending = kRecvWrId | kSendWrId;
+    };
+    if (client)
+        send();
+    if (options.warmup == 0)
+        start = Clock::now();
+    std::array<ibv_wc, 16> completions;
+    const auto limit = std::chrono::seconds(options.timeout_seconds);
+    auto last_progress = Clock::now();
+    unsigned idle = 0;
+    while (received < total || sent < total) {
+        const std::size_t n = endpoint.try_poll(completions);
+        if (n == 0) {
+            if (++idle % 4096 == 0) {
+                if (g_stop)
+                    throw TutorialError(kExitInterrupted, "interrupted");
+                if (Clock::now() - last_progress > limit) {
+                    throw TutorialError(kExitTimeout,
+                                        "no completion for " +
+                                            std::to_string(options.timeout_seconds) + " s after " +
+                                            std::to_string(received) + " of " +
+                                            std::to_string(total) + " messages",
+                                        "is the peer still running, with the same -n?");
+                }
+            }
+            continue;
+        }
+        idle = 0;
+        last_progress = Clock::now();
+        for (std::size_t i = 0; i < n; ++i) {
+            const ibv_wc& wc = completions[i];
+            if (wc.wr_id == kSendWrId) {
+                ++sent;
+            } else if (wc.wr_id == kRecvWrId) {
+                if (--receives_posted <= 1) {
+                    endpoint.post_recv_batch(
+                        kRecvWrId, 0, options.size,
+                        options.rx_depth - static_cast<std::uint32_t>(receives_posted));
+                    receives_posted = static_cast<int>(options.rx_depth);
+                }
+                ++received;
+                if (last_send != Clock::time_point{} && received > options.warmup) {
+                    const std::chrono::duration<double, std::micro> rtt = last_progress - last_send;
+                    samples.push_back(rtt.count() / 2);  // one way, as perftest reports it
+                }
+                if (received == options.warmup && options.warmup > 0)
+                    start = last_progress;
+            } else {
+                throw TutorialError(kExitRdma,
+                                    "completion with unknown wr_id " + std::to_string(wc.wr_id));
+            }
+            pending &= ~static_cast<unsigned>(wc.wr_id);
+            if (sent < total && pending == 0)
+                send();
+        }
+    }
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    print_summary(options.size, options.iters, elapsed.count());
+    print_latency_table(options.size, compute_stats(std::move(samples)));
+}
+//! [pingpong]
+
+//! [write]
+// The client writes message i into the server's buffer, iters times, then a zero-length
+// write-with-immediate carrying iters. The server sees one completion: that last one.
+void run_write(RDMAEndpoint& endpoint, const Options& options) {
+    const auto server_wait = std::chrono::seconds(options.timeout_seconds) +
+                             std::chrono::milliseconds(10) * options.iters;
+    if (options.host.empty()) {
+        const ibv_wc wc = endpoint.poll_recv_completion(server_wait);
+        if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
+            throw TutorialError(kExitPeer,
+                                "expected a write-with-immediate, got completion opcode " +
+                                    std::to_string(wc.opcode));
+        }
+        const std::uint32_t count = ntohl(wc.imm_data);
+        verify_pattern(endpoint.buffer().first(options.size), count - 1, "the written buffer");
+        std::printf(
+            "server: %u RDMA WRITEs landed with no completion here; the write-with-immediate "
+            "said so; %zu bytes verified\n",
+            count, options.size);
+        return;
+    }
+    std::vector<double> samples;
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (int i = 0; i < options.iters; ++i) {
+        fill_pattern(endpoint.buffer().first(options.size), static_cast<std::uint64_t>(i));
+        const auto posted = Clock::now();
+        endpoint.post_write(static_cast<std::uint64_t>(i), 0, 0, options.size);
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
+        samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
+    }
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    endpoint.post_write_with_imm(kSendWrId, 0, 0, 0, static_cast<std::uint32_t>(options.iters));
+    (void)endpoint.poll_completion(kSendWrId);
+    std::printf("client: %d RDMA WRITEs of %zu bytes, then a write-with-immediate (%d)\n",
+                options.iters, options.size, options.iters);
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
+                static_cast<long long>(options.size) * options.iters, elapsed.count(),
+                static_cast<double>(options.size) * options.iters * 8 / (elapsed.count() * 1e6));
+    std::printf("RDMA WRITE completion latency (post to completion, a full round trip):\n");
+    print_latency_table(options.size, compute_stats(std::move(samples)));
+}
+//! [write]
+
+//! [read]
+// The server fills its buffer and waits for the client's final send; the client reads the
+// buffer iters times, verifies it, and sends that zero-length message.
+void run_read(RDMAEndpoint& endpoint, const Options& options) {
+    constexpr std::uint64_t kSeed = 0x5eed;
+    const auto server_wait = std::chrono::seconds(options.timeout_seconds) +
+                             std::chrono::milliseconds(10) * options.iters;
+    if (options.host.empty()) {
+        (void)endpoint.poll_recv_completion(server_wait);
+        std::printf(
+            "server: the client read %zu bytes %d times with no completion here; its "
+            "final send said so\n",
+            options.size, options.iters);
+        return;
+    }
+    std::vector<double> samples;
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (int i = 0; i < options.iters; ++i) {
+        const auto posted = Clock::now();
+        endpoint.post_read(static_cast<std::uint64_t>(i), 0, 0, options.size);
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
+        samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
+    }
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    verify_pattern(endpoint.buffer().first(options.size), kSeed, "the buffer read from the server");
+    endpoint.post_send(kSendWrId, 0, 0);
+    (void)endpoint.poll_completion(kSendWrId);
+    std::printf("client: %d RDMA READs of %zu bytes; the last one verified\n", options.iters,
+                options.size);
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
+                static_cast<long long>(options.size) * options.iters, elapsed.count(),
+                static_cast<double>(options.size) * options.iters * 8 / (elapsed.count() * 1e6));
+    std::printf("RDMA READ latency (post to completion, a full round trip):\n");
+    print_latency_table(options.size, compute_stats(std::move(samples)));
+}
+//! [read]
+
+//! [setup]
+EndpointConfig endpoint_config(const Options& options) {
+    EndpointConfig config;
+    config.device_name = options.device;
+    config.port = static_cast<std::uint8_t>(options.port);
+    config.gid_index = options.gid_index;
+    config.buffer_size = options.size;
+    config.tx_depth = options.tx_depth;
+    config.rx_depth = options.rx_depth;
+    config.mtu = options.mtu;
+    config.timeout = std::chrono::seconds(options.timeout_seconds);
+    config.handshake =
+        options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong : HandshakeFormat::v2;
+    config.stop_flag = &g_stop;
+    // Hand out remote access only where the peer needs it, and only on the server's buffer.
+    const bool server = options.host.empty();
+    config.access = IBV_ACCESS_LOCAL_WRITE;
+    if (server && options.op == Operation::write)
+        config.access |= IBV_ACCESS_REMOTE_WRITE;
+    if (server && options.op == Operation::read)
+        config.access |= IBV_ACCESS_REMOTE_READ;
+    return config;
+}
+
+void run(const Options& options) {
+    RDMAEndpoint endpoint(endpoint_config(options));
+    if (options.verbose) {
+        std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
+                    endpoint.device_name().c_str(), options.port, endpoint.gid_index(),
+                    endpoint.max_inline_data());
+    }
+    // Receives are posted in INIT, before the peer can send anything.
+    if (options.op == Operation::pingpong) {
+        endpoint.post_recv_batch(kRecvWrId, 0, options.size, options.rx_depth);
+    } else if (options.host.empty()) {
+        endpoint.post_recv(kRecvWrId, 0, 0);  // for the final write-with-immediate or send
+    }
+    if (options.op == Operation::read && options.host.empty()) {
+        fill_pattern(endpoint.buffer(), 0x5eed);
+    }
+    if (options.host.empty()) {
+        endpoint.accept_peer(options.tcp_port, options.bind_address);
+    } else {
+        endpoint.connect_to_peer(options.host, options.tcp_port);
+    }
+    print_address("local address: ", endpoint.local_info());
+    print_address("remote address:", *endpoint.remote_info());
+    if (options.op != Operation::pingpong && options.verbose) {
+        const PeerInfo& remote = *endpoint.remote_info();
+        std::printf("  remote buffer:  addr 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64 " bytes\n",
+                    remote.addr, remote.rkey, remote.length);
+    }
+    switch (options.op) {
+        case Operation::pingpong:
+            run_pingpong(endpoint, options);
+            break;
+        case Operation::write:
+            run_write(endpoint, options);
+            break;
+        case Operation::read:
+            run_read(endpoint, options);
+            break;
+    }
+}
+//! [setup]
+
+void print_error(const std::string& message, const std::string& hint = {}) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
+    if (!hint.empty())
+        std::fprintf(stderr, "hint: %s\n", hint.c_str());
+}
+
+std::string memlock_hint(std::size_t bytes) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_MEMLOCK, &limit);
+    const std::string now = limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                                            : std::to_string(limit.rlim_cur / 1024);
+    return "the memlock limit (ulimit -l, now " + now + " KiB) is too low to pin " +
+           std::to_string(bytes) +
+           " bytes: raise it with ulimit -l unlimited or in /etc/security/limits.conf";
+}
+
+}  // namespace tutorial
+
+#ifndef RDMA_TUTORIAL_UNIT_TEST  // the unit tests include this file and bring their own main
+//! [main]
+int main(int argc, char** argv) {
+    using namespace tutorial;
+    std::optional<Options> options;
+    try {
+        options = parse_options(argc, argv);
+        if (options->help) {
+            std::fputs(usage_text(), stdout);
+            return kExitOk;
+        }
+        struct sigaction action {};
+        action.sa_handler = on_stop_signal;
+        sigaction(SIGINT, &action, nullptr);
+        sigaction(SIGTERM, &action, nullptr);
+        run(*options);
+        return kExitOk;
+    } catch (const UsageError& e) {
+        print_error(e.what());
+        std::fputs(usage_text(), stderr);
+        return kExitUsage;
+    } catch (const TutorialError& e) {
+        print_error(e.what(), e.hint());
+        return e.exit_code();
+    } catch (const std::system_error& e) {
+        const bool reg_mr = std::strncmp(e.what(), "ibv_reg_mr", 10) == 0;
+        if (reg_mr && (e.code().value() == ENOMEM || e.code().value() == EPERM)) {
+            print_error(std::string(e.what()) + " (registering " + std::to_string(options->size) +
+                            " bytes)",
+                        memlock_hint(options->size));
+        } else {
+            print_error(e.what());
+        }
+        return kExitRdma;
+    } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
+        print_error(e.what());
+        return kExitRdma;
+    }
+}
+//! [main]
+#endif

@@ -1,0 +1,408 @@
+// Step 05: RDMAEndpoint, the ping-pong's resources gathered into one reusable class, with one-sided
+// WRITE and READ.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tutorial {
+
+/// \name Exit codes, the same in every step of the tutorial.
+/// @{
+constexpr int kExitOk = 0, kExitRdma = 1, kExitUsage = 2, kExitNoDevice = 3, kExitNoProvider = 4,
+              kExitNoSuchDevice = 5, kExitPeer = 6, kExitTimeout = 7, kExitInterrupted = 130;
+/// @}
+
+/// \brief An error that knows the program's exit code and, optionally, a hint for the reader.
+///
+/// Thrown for the cases that are not a failing verb: no device, no provider, unknown device or
+/// port, a value over a device limit, a peer or protocol error, a timeout.
+class TutorialError : public std::runtime_error {
+  public:
+    /// \param exit_code one of the kExit* codes
+    /// \param message one line, without the program name
+    /// \param hint what the reader can do about it; empty when nothing useful is known
+    TutorialError(int exit_code, const std::string& message, std::string hint = {})
+        : std::runtime_error(message), exit_code_(exit_code), hint_(std::move(hint)) {}
+    /// \brief The exit code main() returns for this error.
+    [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
+    /// \brief A hint line (without "hint: "), or empty.
+    [[nodiscard]] const std::string& hint() const noexcept { return hint_; }
+
+  private:
+    int exit_code_;
+    std::string hint_;
+};
+
+/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
+///
+/// what() reads like `work completion failed: IBV_WC_REM_ACCESS_ERR (status 10) for wr_id 7
+/// (RDMA WRITE)`; hint() names the likely cause. The exit code is kExitRdma.
+class WorkCompletionError : public TutorialError {
+  public:
+    /// \param wc the failed completion, copied
+    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \brief The completion's status, e.g. IBV_WC_REM_ACCESS_ERR.
+    [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
+    /// \brief The status's name as libibverbs spells it (ibv_wc_status_str), e.g. "remote access
+    /// error".
+    [[nodiscard]] const char* status_str() const noexcept { return ibv_wc_status_str(wc_.status); }
+    /// \brief The status's enum name, e.g. "IBV_WC_REM_ACCESS_ERR".
+    [[nodiscard]] static const char* status_name(ibv_wc_status status) noexcept;
+    /// \brief The wr_id of the failed work request.
+    [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
+    /// \brief The whole completion, for vendor_err and friends.
+    [[nodiscard]] const ibv_wc& completion() const noexcept { return wc_; }
+    /// \brief The most likely cause of a status, in one line.
+    [[nodiscard]] static const char* likely_cause(ibv_wc_status status) noexcept;
+
+  private:
+    ibv_wc wc_;
+};
+
+//! [raii]
+// One owner shape for every verbs object: a move-only std::unique_ptr whose
+// deleter calls the destroy verb and reports, never throws, a failure.
+template <typename T, auto Destroy, const char* Verb>
+struct VerbsDeleter {
+    void operator()(T* object) const noexcept {
+        const int rc = Destroy(object);
+        if (rc != 0) {
+            const int err = rc > 0 ? rc : errno;  // ibv_close_device returns -1 and sets errno
+            std::fprintf(stderr, "destroy failed: %s: %s (errno %d)\n", Verb, std::strerror(err),
+                         err);
+        }
+    }
+};
+inline constexpr char kFreeDeviceList[] = "ibv_free_device_list";
+inline constexpr char kCloseDevice[] = "ibv_close_device";
+inline constexpr char kDeallocPd[] = "ibv_dealloc_pd";
+inline constexpr char kDeregMr[] = "ibv_dereg_mr";
+inline constexpr char kDestroyCq[] = "ibv_destroy_cq";
+inline constexpr char kDestroyQp[] = "ibv_destroy_qp";
+inline int free_device_list(ibv_device** list) {
+    ibv_free_device_list(list);
+    return 0;
+}
+inline int free_buffer(std::byte* buffer) {
+    std::free(buffer);
+    return 0;
+}
+inline constexpr char kFree[] = "free";
+using DeviceList =
+    std::unique_ptr<ibv_device*, VerbsDeleter<ibv_device*, free_device_list, kFreeDeviceList>>;
+using Context =
+    std::unique_ptr<ibv_context, VerbsDeleter<ibv_context, ibv_close_device, kCloseDevice>>;
+using ProtectionDomain = std::unique_ptr<ibv_pd, VerbsDeleter<ibv_pd, ibv_dealloc_pd, kDeallocPd>>;
+using Buffer = std::unique_ptr<std::byte, VerbsDeleter<std::byte, free_buffer, kFree>>;
+using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
+using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
+using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
+//! [raii]
+
+/// \brief One row of a port's GID table, as the GID choice sees it.
+struct GidEntry {
+    int index = 0;        ///< the GID index
+    ibv_gid gid{};        ///< the GID's 16 bytes
+    ibv_gid_type type{};  ///< IBV_GID_TYPE_ROCE_V2, IBV_GID_TYPE_ROCE_V1 or IBV_GID_TYPE_IB
+};
+
+/// \brief Chooses a GID index: RoCE v2 with an IPv4-mapped address, then RoCE v2, then any other
+/// valid GID; zero GIDs are skipped.
+/// \return the index, or std::nullopt when the table has no usable GID (InfiniBand needs none)
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::optional<int> choose_gid_index(std::span<const GidEntry> table) noexcept;
+
+/// \brief Formats a GID the way ibv_devinfo does: "::ffff:127.0.0.1", "fe80::200:ff:fe00:0".
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::string gid_to_string(const ibv_gid& gid);
+
+/// \brief What one side tells the other to connect an RC QP and, in v2, to address its buffer.
+struct PeerInfo {
+    std::uint16_t lid = 0;       ///< the port's LID (0 on RoCE)
+    std::uint32_t qpn = 0;       ///< the QP number, 24 bits
+    std::uint32_t psn = 0;       ///< the first packet sequence number, 24 bits
+    ibv_gid gid{};               ///< the GID the peer addresses (zero on InfiniBand without GRH)
+    ibv_mtu mtu = IBV_MTU_1024;  ///< v2 only: the largest path MTU this side accepts
+    std::uint64_t addr = 0;      ///< v2 only: the buffer's virtual address
+    std::uint32_t rkey = 0;      ///< v2 only: the buffer's remote key (0 = no remote access)
+    std::uint64_t length = 0;    ///< v2 only: the buffer's length in bytes
+    bool operator==(const PeerInfo& other) const noexcept;
+};
+
+//! [handshake-v2]
+/// \brief Handshake v2, the endpoint's own wire format. 64 bytes, every field big-endian:
+///
+/// | offset | size | field                                        |
+/// |-------:|-----:|----------------------------------------------|
+/// |      0 |    4 | magic 0x52444d41 ("RDMA")                    |
+/// |      4 |    2 | version, 2                                   |
+/// |      6 |    2 | LID                                          |
+/// |      8 |    4 | QPN (≤ 0xffffff)                             |
+/// |     12 |    4 | PSN (≤ 0xffffff)                             |
+/// |     16 |   16 | GID, raw bytes                               |
+/// |     32 |    1 | MTU as enum ibv_mtu (1..5 = 256..4096)       |
+/// |     33 |    7 | reserved, zero                               |
+/// |     40 |    8 | buffer address                               |
+/// |     48 |    4 | rkey                                         |
+/// |     52 |    4 | reserved, zero                               |
+/// |     56 |    8 | buffer length (> 0, addr + length ≤ 2^64)   |
+inline constexpr std::uint32_t kHandshakeMagic = 0x52444d41;  // "RDMA"
+inline constexpr std::uint16_t kHandshakeVersion = 2;
+inline constexpr std::size_t kHandshakeV2Size = 64;
+using HandshakeV2Message = std::array<std::byte, kHandshakeV2Size>;
+//! [handshake-v2]
+
+/// \brief Encodes \p info as a handshake v2 message.
+/// \par Thread safety: a pure function.
+[[nodiscard]] HandshakeV2Message encode_handshake_v2(const PeerInfo& info) noexcept;
+
+/// \brief Decodes and strictly validates a handshake v2 message.
+/// \param bytes exactly kHandshakeV2Size bytes
+/// \throws TutorialError (kExitPeer) naming what is wrong: the length, the magic (with what was
+///         received), the version, a reserved byte, or a field out of range
+/// \par Thread safety: a pure function.
+[[nodiscard]] PeerInfo decode_handshake_v2(std::span<const std::byte> bytes);
+
+/// \brief ibv_rc_pingpong's message: "LLLL:QQQQQQ:PPPPPP:GGGG...(32 hex)" and a NUL, 52 bytes.
+inline constexpr std::size_t kRcPingpongMessageSize = 52;
+/// \brief What the client sends after it has read the server's message: "done" and a NUL.
+inline constexpr std::string_view kRcPingpongDone{"done\0", 5};
+
+/// \brief Formats LID, QPN, PSN and GID in ibv_rc_pingpong's format ("%04x:%06x:%06x:%s").
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::array<char, kRcPingpongMessageSize> format_rc_pingpong(const PeerInfo& info);
+
+/// \brief Parses ibv_rc_pingpong's message strictly: exact length, lower- or upper-case hex only,
+/// QPN and PSN ≤ 0xffffff, the separators and the final NUL where they belong.
+/// \throws TutorialError (kExitPeer) saying what was received
+/// \par Thread safety: a pure function.
+[[nodiscard]] PeerInfo parse_rc_pingpong(std::span<const char> message);
+
+/// \brief Which handshake the endpoint speaks on the TCP connection.
+enum class HandshakeFormat {
+    v2,          ///< the 64-byte versioned message, with the buffer's address, rkey and length
+    rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, so no one-sided operations
+};
+
+/// \brief Everything the RDMAEndpoint constructor needs.
+struct EndpointConfig {
+    std::string device_name;              ///< empty: the first device
+    std::uint8_t port = 1;                ///< the port number, from 1
+    int gid_index = -1;                   ///< negative: choose_gid_index() over the port's table
+    std::size_t buffer_size = 4096;       ///< the registered buffer's size in bytes (> 0)
+    std::uint32_t tx_depth = 1;           ///< send queue depth: outstanding sends, writes and reads
+    std::uint32_t rx_depth = 500;         ///< receive queue depth
+    int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
+                                          ///< one-sided peers (they also go to the QP)
+    ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
+    HandshakeFormat handshake = HandshakeFormat::v2;  ///< the wire format of connect/accept
+    std::chrono::milliseconds timeout{10000};  ///< for connect, accept, handshake reads and waits
+    /// When set, every wait also ends, with TutorialError(kExitInterrupted), once *stop_flag
+    /// is non-zero (a SIGINT handler sets it).
+    const volatile std::sig_atomic_t* stop_flag = nullptr;
+};
+
+/// \brief An RC queue pair with its own registered buffer: the tutorial's reusable class.
+///
+/// It owns, parent-first, the device context, a protection domain, a page-aligned buffer, its
+/// memory region, one completion queue and one RC QP. A constructed endpoint is in INIT; after
+/// connect_to_peer() or accept_peer() (or connect() with known peer data) it is in RTS and can
+/// post sends, one-sided writes and reads. Receives may be posted from INIT on.
+///
+/// \par Thread safety
+/// One endpoint must be used by one thread at a time: it keeps unsynchronised state (the
+/// completion stash). Distinct endpoints are independent and may be used from distinct threads.
+class RDMAEndpoint {
+  public:
+    /// \brief Opens the device, allocates and registers the buffer, creates the CQ and QP and
+    /// moves the QP to INIT.
+    /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device or port),
+    ///         kExitUsage (a depth or size over a device limit; the message names the limit)
+    /// \throws std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
+    /// Nothing leaks when it throws: every resource already made has an owner.
+    explicit RDMAEndpoint(const EndpointConfig& config);
+
+    /// \brief Moves every resource; \p other is left empty (valid() false) and safe to destroy.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept;
+    /// \brief Releases this endpoint's resources, then takes \p other's.
+    RDMAEndpoint& operator=(RDMAEndpoint&& other) noexcept;
+    RDMAEndpoint(const RDMAEndpoint&) = delete;
+    RDMAEndpoint& operator=(const RDMAEndpoint&) = delete;
+    /// \brief Destroys QP, CQ, MR, buffer, PD and context in that order; a failure is reported
+    /// on stderr with "destroy failed:", never thrown.
+    ~RDMAEndpoint();
+
+    /// \brief False for a moved-from endpoint.
+    [[nodiscard]] bool valid() const noexcept { return qp_ != nullptr; }
+    /// \brief True once the QP is in RTS.
+    [[nodiscard]] bool connected() const noexcept { return qp_ != nullptr && remote_.has_value(); }
+
+    /// \brief Connects as the client: TCP to \p host:\p port, the handshake, RTR and RTS.
+    /// \throws TutorialError kExitPeer (refused, closed, bad handshake), kExitTimeout
+    /// \throws std::system_error naming the verb or socket call that failed
+    void connect_to_peer(const std::string& host, std::uint16_t port);
+
+    /// \brief Connects as the server: listens on \p bind_address:\p port (empty = any), accepts
+    /// one client, does the handshake, RTR and RTS.
+    /// \throws as connect_to_peer(); kExitPeer also when the port is in use
+    void accept_peer(std::uint16_t port, const std::string& bind_address = {});
+
+    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU and the buffer (rkey 0 when the
+    /// MR grants no remote access).
+    /// \throws std::logic_error on a moved-from endpoint
+    [[nodiscard]] PeerInfo local_info() const;
+
+    /// \brief Moves the QP to RTR then RTS towards \p remote, without any socket: for peers that
+    /// learnt each other's PeerInfo in some other way, or for a QP connected to itself.
+    /// \throws std::system_error ("ibv_modify_qp RTR"/"ibv_modify_qp RTS")
+    /// \throws std::logic_error when already connected or moved-from
+    void connect(const PeerInfo& remote);
+
+    /// \brief The peer's data, once connected.
+    [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
+
+    /// \brief The registered buffer.
+    [[nodiscard]] std::span<std::byte> buffer() noexcept;
+    /// \brief Largest payload the QP sends inline (queried after creation).
+    [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return max_inline_data_; }
+    /// \brief The raw handles, for code that goes beyond the class.
+    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
+    [[nodiscard]] ibv_cq* cq() const noexcept { return cq_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_context* context() const noexcept {
+        return context_.get();
+    }  ///< \copybrief qp()
+    /// \brief The path MTU in use once connected (or the configured one before).
+    [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
+    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
+    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
+    /// \brief The device's name, e.g. "rxe0".
+    [[nodiscard]] const std::string& device_name() const noexcept { return device_name_; }
+
+    /// \brief Posts a signalled SEND of buffer()[offset, offset+length); inline when the length
+    /// fits max_inline_data().
+    /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
+    ///         std::system_error ("ibv_post_send")
+    void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length);
+
+    /// \brief Posts one receive into buffer()[offset, offset+length). Allowed from INIT on, so
+    /// that receives are ready before the peer's first send.
+    /// \throws std::out_of_range outside the buffer; std::system_error ("ibv_post_recv")
+    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length);
+
+    /// \brief Posts \p count receives, all into buffer()[offset, offset+length) and all with
+    /// \p wr_id, chained in as few ibv_post_recv calls as possible.
+    /// \throws as post_recv()
+    void post_recv_batch(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                         std::size_t count);
+
+    /// \brief One-sided RDMA WRITE of local [local_offset, +length) to the peer's buffer at
+    /// remote_offset. The peer gets no completion.
+    /// \throws std::logic_error before connecting or when the peer advertised no rkey;
+    ///         std::out_of_range when either range leaves its buffer (checked before posting);
+    ///         std::system_error ("ibv_post_send")
+    void post_write(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                    std::size_t length);
+
+    /// \brief RDMA WRITE with immediate: like post_write(), and the peer's next receive completes
+    /// with opcode IBV_WC_RECV_RDMA_WITH_IMM and \p imm_data (host byte order on both sides).
+    /// A zero \p length is allowed: a pure notification.
+    /// \throws as post_write()
+    void post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
+                             std::size_t remote_offset, std::size_t length, std::uint32_t imm_data);
+
+    /// \brief One-sided RDMA READ of the peer's [remote_offset, +length) into local
+    /// [local_offset, +length).
+    /// \throws as post_write()
+    void post_read(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                   std::size_t length);
+
+    /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
+    /// are stashed, each wr_id in its own FIFO, for later calls.
+    /// \param timeout how long to wait; the default is the config's timeout
+    /// \throws WorkCompletionError when a completion (of any wr_id) failed;
+    ///         TutorialError (kExitTimeout) when nothing came in time;
+    ///         std::system_error ("ibv_poll_cq")
+    ibv_wc poll_completion(std::uint64_t wr_id,
+                           std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Waits for the next send-queue completion (SEND, WRITE, READ), whatever its wr_id.
+    /// \throws as poll_completion()
+    ibv_wc poll_send_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Waits for the next receive completion (RECV or RECV_RDMA_WITH_IMM).
+    /// \throws as poll_completion()
+    ibv_wc poll_recv_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Non-blocking: fills \p completions with stashed completions first, then with what
+    /// the CQ has, and returns how many it filled (0 when none is ready).
+    /// \throws WorkCompletionError on a failed completion (the good ones before it in the same
+    ///         batch stay stashed for the next call); std::system_error ("ibv_poll_cq")
+    std::size_t try_poll(std::span<ibv_wc> completions);
+
+  private:
+    friend struct EndpointTestAccess;  // lets the tests post an unchecked remote range
+
+    void require_connected(const char* what) const;
+    void check_local_range(std::size_t offset, std::size_t length, const char* what) const;
+    void check_remote_range(std::size_t offset, std::size_t length, const char* what) const;
+    void post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id, std::size_t local_offset,
+                        std::uint64_t remote_addr, std::uint32_t rkey, std::size_t length,
+                        std::uint32_t imm_data);
+    void handshake_as_client(int fd);
+    void handshake_as_server(int fd);
+    void release() noexcept;
+    void stash(const ibv_wc& wc);
+    template <typename Wanted>
+    bool take_stashed(Wanted wanted, ibv_wc& out);
+    template <typename Wanted>
+    ibv_wc wait_for(Wanted wanted, std::optional<std::chrono::milliseconds> timeout,
+                    const std::string& what);
+
+    EndpointConfig config_;
+    std::string device_name_;
+    int gid_index_ = -1;
+    ibv_gid gid_{};
+    std::uint16_t lid_ = 0;
+    bool ethernet_ = false;
+    ibv_mtu mtu_ = IBV_MTU_1024;
+    std::uint32_t psn_ = 0;
+    std::uint32_t max_inline_data_ = 0;
+    std::uint8_t max_rd_atomic_ = 1;
+    std::uint8_t max_dest_rd_atomic_ = 1;
+    std::optional<PeerInfo> remote_;
+    std::unordered_map<std::uint64_t, std::deque<ibv_wc>> stash_;
+    std::size_t stashed_ = 0;
+
+    //! [members]
+    // Declared parent-first; C++ destroys members in reverse: QP -> CQ -> MR -> buffer -> PD ->
+    // context.
+    Context context_;
+    ProtectionDomain pd_;
+    Buffer buffer_;
+    MemoryRegion mr_;
+    CompletionQueue cq_;
+    QueuePair qp_;
+    //! [members]
+};
+
+}  // namespace tutorial

@@ -1,0 +1,1 @@
+source "$TESTLIB"; require_device; echo TODO

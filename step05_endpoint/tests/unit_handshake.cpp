@@ -1,0 +1,228 @@
+// Step 05 unit tests: handshake v2, ibv_rc_pingpong's format and the GID choice, without a device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "rdma_endpoint.hpp"
+
+namespace {
+
+using tutorial::PeerInfo;
+using tutorial::TutorialError;
+
+PeerInfo sample() {
+    PeerInfo info;
+    info.lid = 0x1234;
+    info.qpn = 0xabcdef;
+    info.psn = 0x123456;
+    const std::uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    std::memcpy(info.gid.raw, gid, 16);
+    info.mtu = IBV_MTU_4096;
+    info.addr = 0x00007f1234567000;
+    info.rkey = 0xdeadbeef;
+    info.length = 65536;
+    return info;
+}
+
+// Expects decode_handshake_v2 to throw a peer error whose message contains `needle`.
+void expect_rejected(const tutorial::HandshakeV2Message& m, const std::string& needle) {
+    try {
+        (void)tutorial::decode_handshake_v2(m);
+        FAIL() << "accepted a message that should fail with: " << needle;
+    } catch (const TutorialError& e) {
+        EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+
+TEST(HandshakeV2, RoundTrip) {
+    const PeerInfo info = sample();
+    const auto m = tutorial::encode_handshake_v2(info);
+    EXPECT_EQ(m.size(), 64u);
+    EXPECT_EQ(tutorial::decode_handshake_v2(m), info);
+}
+
+TEST(HandshakeV2, IsBigEndianOnTheWire) {
+    const auto m = tutorial::encode_handshake_v2(sample());
+    const unsigned char expected_head[] = {'R', 'D',  'M',  'A',  0, 2,    0x12, 0x34,
+                                           0,   0xab, 0xcd, 0xef, 0, 0x12, 0x34, 0x56};
+    EXPECT_EQ(std::memcmp(m.data(), expected_head, sizeof expected_head), 0);
+    EXPECT_EQ(std::to_integer<int>(m[32]), IBV_MTU_4096);
+    const unsigned char rkey[] = {0xde, 0xad, 0xbe, 0xef};
+    EXPECT_EQ(std::memcmp(&m[48], rkey, 4), 0);
+    const unsigned char length[] = {0, 0, 0, 0, 0, 1, 0, 0};
+    EXPECT_EQ(std::memcmp(&m[56], length, 8), 0);
+}
+
+TEST(HandshakeV2, RejectsWrongMagic) {
+    auto m = tutorial::encode_handshake_v2(sample());
+    std::memcpy(m.data(), "0000", 4);  // what an ibv_rc_pingpong peer sends first
+    expect_rejected(m, "bad magic 0x30303030");
+    try {
+        (void)tutorial::decode_handshake_v2(m);
+    } catch (const TutorialError& e) {
+        EXPECT_NE(e.hint().find("--rc-pingpong-compat"), std::string::npos);
+    }
+}
+
+TEST(HandshakeV2, RejectsWrongVersion) {
+    auto m = tutorial::encode_handshake_v2(sample());
+    m[5] = std::byte{3};
+    expect_rejected(m, "the peer speaks version 3, this program speaks version 2");
+    m[4] = std::byte{1};
+    m[5] = std::byte{0};
+    expect_rejected(m, "version 256");
+}
+
+TEST(HandshakeV2, RejectsTruncatedAndLongMessages) {
+    const auto m = tutorial::encode_handshake_v2(sample());
+    for (std::size_t size : {0, 1, 4, 32, 63}) {
+        try {
+            (void)tutorial::decode_handshake_v2(std::span(m).first(size));
+            FAIL() << "accepted " << size << " bytes";
+        } catch (const TutorialError& e) {
+            EXPECT_EQ(std::string(e.what()),
+                      "handshake v2: expected 64 bytes, got " + std::to_string(size));
+        }
+    }
+    std::array<std::byte, 65> longer{};
+    std::memcpy(longer.data(), m.data(), m.size());
+    EXPECT_THROW((void)tutorial::decode_handshake_v2(longer), TutorialError);
+}
+
+TEST(HandshakeV2, RejectsOutOfRangeFields) {
+    PeerInfo info = sample();
+    info.qpn = 0x1000000;
+    expect_rejected(tutorial::encode_handshake_v2(info), "QPN 0x1000000 is out of range");
+    info.qpn = 0;
+    expect_rejected(tutorial::encode_handshake_v2(info), "QPN 0x000000 is out of range");
+    info = sample();
+    info.psn = 0xffffffff;
+    expect_rejected(tutorial::encode_handshake_v2(info), "PSN 0xffffffff is over 24 bits");
+    info = sample();
+    info.mtu = static_cast<ibv_mtu>(6);
+    expect_rejected(tutorial::encode_handshake_v2(info), "MTU code 6 is not an ibv_mtu");
+    info.mtu = static_cast<ibv_mtu>(0);
+    expect_rejected(tutorial::encode_handshake_v2(info), "MTU code 0 is not an ibv_mtu");
+    info = sample();
+    info.length = 0;
+    expect_rejected(tutorial::encode_handshake_v2(info), "advertises an empty buffer");
+    info = sample();
+    info.addr = 0xfffffffffffff000;
+    info.length = 0x2000;
+    expect_rejected(tutorial::encode_handshake_v2(info), "wraps around");
+    info.length = 0x1000;  // ends exactly at 2^64: allowed
+    EXPECT_NO_THROW((void)tutorial::decode_handshake_v2(tutorial::encode_handshake_v2(info)));
+}
+
+TEST(HandshakeV2, RejectsNonZeroReservedBytes) {
+    for (std::size_t offset : {33, 39, 52, 55}) {
+        auto m = tutorial::encode_handshake_v2(sample());
+        m[offset] = std::byte{1};
+        expect_rejected(m, "reserved byte " + std::to_string(offset) + " is 0x01, not 0");
+    }
+}
+
+// ------------------------------------------------------------------ ibv_rc_pingpong's format
+
+std::span<const char> as_message(const std::string& text) {
+    return {text.data(), text.size()};
+}
+
+TEST(RcPingpongFormat, MatchesTheReferenceBinary) {
+    // Captured in the lab from ibv_rc_pingpong -g 1 (a client's first message).
+    const std::string captured("0000:000011:1a91a5:00000000000000000000ffff7f000001\0", 52);
+    const PeerInfo info = tutorial::parse_rc_pingpong(as_message(captured));
+    EXPECT_EQ(info.lid, 0);
+    EXPECT_EQ(info.qpn, 0x11u);
+    EXPECT_EQ(info.psn, 0x1a91a5u);
+    EXPECT_EQ(tutorial::gid_to_string(info.gid), "::ffff:127.0.0.1");
+    const auto formatted = tutorial::format_rc_pingpong(info);
+    EXPECT_EQ(std::string(formatted.data(), formatted.size()), captured);
+}
+
+TEST(RcPingpongFormat, AcceptsUpperCaseHex) {
+    const std::string upper("FFFF:ABCDEF:000001:FE800000000000000200FFFFFE000000\0", 52);
+    const PeerInfo info = tutorial::parse_rc_pingpong(as_message(upper));
+    EXPECT_EQ(info.lid, 0xffff);
+    EXPECT_EQ(info.qpn, 0xabcdefu);
+    EXPECT_EQ(tutorial::gid_to_string(info.gid), "fe80::200:ffff:fe00:0");
+}
+
+TEST(RcPingpongFormat, RejectsMalformedMessages) {
+    const std::string good("0000:000011:1a91a5:00000000000000000000ffff7f000001\0", 52);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {good.substr(0, 51), "expected 52 bytes, got 51"},
+        {good + "x", "expected 52 bytes, got 53"},
+        {std::string(good).replace(51, 1, "x"), "terminating NUL"},
+        {std::string(good).replace(4, 1, "-"), "expected ':' at byte 4"},
+        {std::string(good).replace(18, 1, " "), "expected ':' at byte 18"},
+        {std::string(good).replace(0, 1, "g"), "LID has a non-hex character at byte 0"},
+        {std::string(good).replace(6, 1, " "), "QPN has a non-hex character at byte 6"},
+        {std::string(good).replace(12, 1, "-"), "PSN has a non-hex character at byte 12"},
+        {std::string(good).replace(40, 1, "z"), "GID has a non-hex character at byte 40"},
+        {std::string(good).replace(50, 1, std::string(1, '\0')), "GID has a non-hex"},
+        {std::string(good).replace(5, 6, "000000"), "QPN 0 is reserved"},
+        {std::string(52, '\0'), "expected ':' at byte 4"},
+    };
+    for (const auto& [message, needle] : cases) {
+        try {
+            (void)tutorial::parse_rc_pingpong(as_message(message));
+            ADD_FAILURE() << "accepted a bad message; expected: " << needle;
+        } catch (const TutorialError& e) {
+            EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+                << "wanted '" << needle << "' in: " << e.what();
+        }
+    }
+}
+
+// ------------------------------------------------------------------ GID choice
+
+tutorial::GidEntry entry(int index, ibv_gid_type type, std::initializer_list<std::uint8_t> tail) {
+    tutorial::GidEntry e;
+    e.index = index;
+    e.type = type;
+    std::size_t at = 16 - tail.size();
+    for (std::uint8_t b : tail)
+        e.gid.raw[at++] = b;
+    return e;
+}
+
+TEST(GidChoice, PrefersRoceV2Ipv4MappedAsInTheLab) {
+    auto link_local = entry(0, IBV_GID_TYPE_ROCE_V2, {0, 0, 0, 0xff, 0xfe, 0, 0, 0});
+    link_local.gid.raw[0] = 0xfe;
+    link_local.gid.raw[1] = 0x80;
+    const std::vector<tutorial::GidEntry> lab = {
+        link_local, entry(1, IBV_GID_TYPE_ROCE_V2, {0xff, 0xff, 127, 0, 0, 1}),
+        entry(2, IBV_GID_TYPE_ROCE_V2, {1})};
+    EXPECT_EQ(tutorial::choose_gid_index(lab), 1);
+}
+
+TEST(GidChoice, FallsBackToRoceV2ThenAnythingAndSkipsZeroGids) {
+    const std::vector<tutorial::GidEntry> v1_then_v2 = {entry(0, IBV_GID_TYPE_ROCE_V1, {1}),
+                                                        entry(1, IBV_GID_TYPE_ROCE_V2, {1})};
+    EXPECT_EQ(tutorial::choose_gid_index(v1_then_v2), 1);
+    const std::vector<tutorial::GidEntry> zero_then_ib = {entry(0, IBV_GID_TYPE_IB, {}),
+                                                          entry(3, IBV_GID_TYPE_IB, {7})};
+    EXPECT_EQ(tutorial::choose_gid_index(zero_then_ib), 3);
+    EXPECT_EQ(tutorial::choose_gid_index({}), std::nullopt);
+}
+
+TEST(WorkCompletionError, NamesTheStatusTheWrIdAndACause) {
+    ibv_wc wc{};
+    wc.wr_id = 7;
+    wc.status = IBV_WC_REM_ACCESS_ERR;
+    const tutorial::WorkCompletionError e(wc);
+    EXPECT_EQ(std::string(e.what()),
+              "work completion failed: IBV_WC_REM_ACCESS_ERR (remote access error) for wr_id 7, "
+              "vendor_err 0x0");
+    EXPECT_EQ(e.status(), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(e.wr_id(), 7u);
+    EXPECT_EQ(e.exit_code(), tutorial::kExitRdma);
+    EXPECT_NE(e.hint().find("rkey"), std::string::npos);
+    EXPECT_STREQ(tutorial::WorkCompletionError::status_name(IBV_WC_RETRY_EXC_ERR),
+                 "IBV_WC_RETRY_EXC_ERR");
+}
+
+}  // namespace

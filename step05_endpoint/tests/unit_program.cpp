@@ -1,0 +1,137 @@
+// Step 05 unit tests: the program's option parsing, statistics and payload patterns.
+#define RDMA_TUTORIAL_UNIT_TEST
+#include "../main.cpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using tutorial::Operation;
+using tutorial::Options;
+using tutorial::UsageError;
+
+Options parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "step05_endpoint");
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return tutorial::parse_options(static_cast<int>(args.size()), argv.data());
+}
+
+std::string usage_error(std::vector<std::string> args) {
+    try {
+        (void)parse(std::move(args));
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+TEST(Options, DefaultsMatchRcPingpong) {
+    const Options o = parse({});
+    EXPECT_EQ(o.size, 4096u);
+    EXPECT_EQ(o.iters, 1000);
+    EXPECT_EQ(o.rx_depth, 500u);
+    EXPECT_EQ(o.mtu, IBV_MTU_1024);
+    EXPECT_EQ(o.tcp_port, 18515);
+    EXPECT_EQ(o.port, 1);
+    EXPECT_EQ(o.gid_index, -1);
+    EXPECT_EQ(o.op, Operation::pingpong);
+    EXPECT_FALSE(o.rc_pingpong_compat);
+    EXPECT_TRUE(o.host.empty());
+}
+
+TEST(Options, ParsesEveryOption) {
+    const Options o = parse({"-d", "rxe0",     "-i", "2",     "-g",     "1",         "-s",
+                             "64", "-n",       "10", "-m",    "4096",   "-r",        "16",
+                             "-t", "4",        "-p", "20000", "--bind", "127.0.0.1", "--timeout",
+                             "3",  "--warmup", "5",  "--op",  "read",   "-v",        "server1"});
+    EXPECT_EQ(o.device, "rxe0");
+    EXPECT_EQ(o.port, 2);
+    EXPECT_EQ(o.gid_index, 1);
+    EXPECT_EQ(o.size, 64u);
+    EXPECT_EQ(o.iters, 10);
+    EXPECT_EQ(o.mtu, IBV_MTU_4096);
+    EXPECT_EQ(o.rx_depth, 16u);
+    EXPECT_EQ(o.tx_depth, 4u);
+    EXPECT_EQ(o.tcp_port, 20000);
+    EXPECT_EQ(o.bind_address, "127.0.0.1");
+    EXPECT_EQ(o.timeout_seconds, 3);
+    EXPECT_EQ(o.warmup, 5);
+    EXPECT_EQ(o.op, Operation::read);
+    EXPECT_TRUE(o.verbose);
+    EXPECT_EQ(o.host, "server1");
+    EXPECT_TRUE(parse({"--rc-pingpong-compat"}).rc_pingpong_compat);
+    EXPECT_EQ(parse({"--op=write"}).op, Operation::write);
+}
+
+TEST(Options, RejectsBadValuesStrictly) {
+    EXPECT_EQ(usage_error({"-s", "12abc"}),
+              "invalid value '12abc' for --size (expected a whole number from 1 to 1073741824)");
+    EXPECT_EQ(usage_error({"-n", "0"}),
+              "invalid value '0' for --iters (expected a whole number from 1 to 100000000)");
+    EXPECT_EQ(usage_error({"-p", "70000"}),
+              "invalid value '70000' for --port (expected a whole number from 1 to 65535)");
+    EXPECT_EQ(usage_error({"-m", "1000"}),
+              "invalid value '1000' for --mtu (expected 256, 512, 1024, 2048 or 4096)");
+    EXPECT_EQ(usage_error({"-s", ""}),
+              "invalid value '' for --size (expected a whole number from 1 to 1073741824)");
+    EXPECT_EQ(usage_error({"--op", "atomic"}),
+              "invalid value 'atomic' for --op (expected pingpong, write or read)");
+    EXPECT_EQ(usage_error({"-x"}), "unknown option -x");
+    EXPECT_EQ(usage_error({"--frobnicate"}), "unknown option --frobnicate");
+    EXPECT_EQ(usage_error({"-s"}), "option -s needs a value");
+    EXPECT_EQ(usage_error({"a", "b"}), "unexpected argument 'b'");
+    EXPECT_EQ(usage_error({"--rc-pingpong-compat", "--op", "write"}),
+              "--rc-pingpong-compat carries no buffer address or rkey: it works with --op "
+              "pingpong only");
+}
+
+TEST(Options, GrantsRemoteAccessOnlyWhereNeeded) {
+    EXPECT_EQ(tutorial::endpoint_config(parse({})).access, IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_EQ(tutorial::endpoint_config(parse({"host"})).access, IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_EQ(tutorial::endpoint_config(parse({"--op", "write"})).access,
+              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_EQ(tutorial::endpoint_config(parse({"--op", "read"})).access,
+              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    EXPECT_EQ(tutorial::endpoint_config(parse({"--op", "write", "host"})).access,
+              IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_EQ(tutorial::endpoint_config(parse({"--rc-pingpong-compat"})).handshake,
+              tutorial::HandshakeFormat::rc_pingpong);
+}
+
+TEST(Stats, KnownSamples) {
+    std::vector<double> samples;
+    for (int i = 100; i >= 1; --i)
+        samples.push_back(i);  // 1..100, unsorted
+    const auto s = tutorial::compute_stats(samples);
+    EXPECT_EQ(s.count, 100u);
+    EXPECT_DOUBLE_EQ(s.min, 1);
+    EXPECT_DOUBLE_EQ(s.max, 100);
+    EXPECT_DOUBLE_EQ(s.typical, 51);  // sorted[n / 2]
+    EXPECT_DOUBLE_EQ(s.average, 50.5);
+    EXPECT_NEAR(s.stdev, 28.866, 0.001);
+    EXPECT_DOUBLE_EQ(s.p99, 99);    // nearest rank: ceil(0.99 * 100) = 99th sample
+    EXPECT_DOUBLE_EQ(s.p999, 100);  // ceil(99.9) = 100th
+    const auto one = tutorial::compute_stats({7.5});
+    EXPECT_DOUBLE_EQ(one.typical, 7.5);
+    EXPECT_DOUBLE_EQ(one.p999, 7.5);
+    EXPECT_EQ(tutorial::compute_stats({}).count, 0u);
+}
+
+TEST(Pattern, VerifiesAndNamesTheFirstBadByte) {
+    std::vector<std::byte> buffer(300);
+    tutorial::fill_pattern(buffer, 42);
+    EXPECT_NO_THROW(tutorial::verify_pattern(buffer, 42, "buf"));
+    EXPECT_THROW(tutorial::verify_pattern(buffer, 43, "buf"), tutorial::TutorialError);
+    buffer[257] ^= std::byte{0xff};
+    try {
+        tutorial::verify_pattern(buffer, 42, "buf");
+        FAIL();
+    } catch (const tutorial::TutorialError& e) {
+        EXPECT_NE(std::string(e.what()).find("buf: byte 257 is 0x"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace

@@ -1,0 +1,17 @@
+# step05_endpoint --help exits 0 with the usage; a bad option or value exits 2 with one line.
+source "$TESTLIB"
+program=$1
+run_cmd help "$program" --help
+expect_exit help 0
+expect_line help out "usage: step05_endpoint [options]          start a server and wait for a client"
+run_cmd bad "$program" --frobnicate
+expect_exit bad 2
+expect_line bad err "step05_endpoint: unknown option --frobnicate"
+expect_line bad err "usage: step05_endpoint [options]          start a server and wait for a client"
+run_cmd badsize "$program" -s 4k
+expect_exit badsize 2
+expect_line badsize err "step05_endpoint: invalid value '4k' for --size (expected a whole number from 1 to 1073741824)"
+run_cmd compat "$program" --rc-pingpong-compat --op read
+expect_exit compat 2
+expect_match compat err "^step05_endpoint: --rc-pingpong-compat carries no buffer address or rkey"
+echo PASS

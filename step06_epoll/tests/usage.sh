@@ -1,0 +1,17 @@
+# step06_epoll --help exits 0 with usage; a bad option or value exits 2 with one line then usage.
+source "$TESTLIB"
+bin=$1
+run_cmd help "$bin" --help
+expect_exit help 0
+expect_match help out '^usage: step06_epoll'
+run_cmd bad "$bin" --bogus
+expect_exit bad 2
+expect_line bad err "step06_epoll: unknown option '--bogus'"
+expect_match bad err '^usage: step06_epoll'
+run_cmd badn "$bin" -n 12x 127.0.0.1
+expect_exit badn 2
+expect_line badn err "step06_epoll: invalid value '12x' for --iters (expected 1..1000000000)"
+run_cmd clientopt "$bin" -e
+expect_exit clientopt 2
+expect_line clientopt err "step06_epoll: -e, --spin-us and --rate are client options (give a HOST)"
+echo PASS

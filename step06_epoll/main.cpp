@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "cq_events.hpp"
@@ -264,26 +265,13 @@ ibv_mtu to_ibv_mtu(int mtu) {
     }
 }
 
-// ------------------------------------------------------- the handshake (step04)
+// -------------------------------------------- the handshake (step05's rc_pingpong format)
 
-/// rc_pingpong's message: "LLLL:QQQQQQ:PPPPPP:" + 32 hex digits of the GID, NUL-terminated.
-constexpr std::size_t kWireSize = sizeof "0000:000000:000000:00000000000000000000000000000000";
-using WireMessage = std::array<char, kWireSize>;
-constexpr std::array<char, 5> kDoneMessage = {'d', 'o', 'n', 'e', '\0'};
+/// The server speaks ibv_rc_pingpong's handshake (step05's format_rc_pingpong and
+/// parse_rc_pingpong), so that ibv_rc_pingpong itself can be one of its clients.
+constexpr std::size_t kWireSize = kRcPingpongMessageSize;
 
-WireMessage format_qp_info(const QpInfo& info) {
-    WireMessage msg{};
-    char gid_hex[33];
-    for (int i = 0; i < 16; ++i) {
-        std::snprintf(gid_hex + 2 * i, 3, "%02x", info.gid[static_cast<std::size_t>(i)]);
-    }
-    std::snprintf(msg.data(), msg.size(), "%04x:%06x:%06x:%s", static_cast<unsigned>(info.lid),
-                  static_cast<unsigned>(info.qpn & 0xffffff),
-                  static_cast<unsigned>(info.psn & 0xffffff), gid_hex);
-    return msg;
-}
-
-/// Printable form of what a peer sent, for error messages.
+/// Printable form of what a peer sent, for log lines.
 std::string printable(std::span<const char> bytes) {
     std::string out;
     for (char c : bytes.first(std::min<std::size_t>(bytes.size(), 60))) {
@@ -298,72 +286,38 @@ std::string printable(std::span<const char> bytes) {
     return bytes.size() > 60 ? out + "..." : out;
 }
 
-//! [parse]
-/// Strict parse: exact size, ':' at 4, 11 and 18, hex everywhere else, NUL last.
-QpInfo parse_qp_info(std::span<const char> bytes) {
-    const std::string expected =
-        "expected " + std::to_string(kWireSize) + " bytes 'LLLL:QQQQQQ:PPPPPP:<32 hex GID>\\0'";
-    if (bytes.size() != kWireSize || bytes.back() != '\0') {
-        throw TutorialError(kExitPeer, "bad handshake: " + expected + ", got " +
-                                           std::to_string(bytes.size()) + " bytes '" +
-                                           printable(bytes) + "'");
-    }
-    auto hex_value = [](char c) -> int {
-        if (c >= '0' && c <= '9')
-            return c - '0';
-        if (c >= 'a' && c <= 'f')
-            return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-            return c - 'A' + 10;
-        return -1;
-    };
-    std::uint64_t fields[3] = {};
-    const std::size_t starts[3] = {0, 5, 12};
-    const std::size_t widths[3] = {4, 6, 6};
-    for (int f = 0; f < 3; ++f) {
-        for (std::size_t i = 0; i < widths[f]; ++i) {
-            const int v = hex_value(bytes[starts[f] + i]);
-            if (v < 0) {
-                throw TutorialError(kExitPeer, "bad handshake: non-hex character in '" +
-                                                   printable(bytes) + "'; " + expected);
-            }
-            fields[f] = fields[f] * 16 + static_cast<std::uint64_t>(v);
-        }
-        if (bytes[starts[f] + widths[f]] != ':') {
-            throw TutorialError(
-                kExitPeer, "bad handshake: missing ':' in '" + printable(bytes) + "'; " + expected);
-        }
-    }
-    QpInfo info;
-    info.lid = static_cast<std::uint16_t>(fields[0]);
-    info.qpn = static_cast<std::uint32_t>(fields[1]);
-    info.psn = static_cast<std::uint32_t>(fields[2]);
-    for (std::size_t i = 0; i < 16; ++i) {
-        const int hi = hex_value(bytes[19 + 2 * i]);
-        const int lo = hex_value(bytes[20 + 2 * i]);
-        if (hi < 0 || lo < 0) {
-            throw TutorialError(
-                kExitPeer, "bad handshake: bad GID in '" + printable(bytes) + "'; " + expected);
-        }
-        info.gid[i] = static_cast<std::uint8_t>(hi * 16 + lo);
-    }
-    if (info.qpn == 0) {
-        throw TutorialError(kExitPeer, "bad handshake: QPN 0 in '" + printable(bytes) + "'");
-    }
-    return info;
-}
-//! [parse]
-
-std::string gid_to_string(const std::array<std::uint8_t, 16>& gid) {
-    char text[INET6_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET6, gid.data(), text, sizeof text);
-    return text;
-}
-
-void print_address(const char* which, const QpInfo& info) {
+void print_address(const char* which, const PeerInfo& info) {
     std::printf("  %s address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", which, info.lid,
                 info.qpn, info.psn, gid_to_string(info.gid).c_str());
 }
+
+/// The owner of a socket, epoll or signalfd descriptor.
+class FileDescriptor {
+  public:
+    FileDescriptor() = default;
+    explicit FileDescriptor(int fd) : fd_(fd) {}
+    ~FileDescriptor() { reset(); }
+    FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+        if (this != &other) {
+            reset(std::exchange(other.fd_, -1));
+        }
+        return *this;
+    }
+    FileDescriptor(const FileDescriptor&) = delete;
+    FileDescriptor& operator=(const FileDescriptor&) = delete;
+    [[nodiscard]] int get() const { return fd_; }
+    [[nodiscard]] explicit operator bool() const { return fd_ >= 0; }
+    void reset(int fd = -1) {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+        fd_ = fd;
+    }
+
+  private:
+    int fd_ = -1;
+};
 
 // ------------------------------------------------------------ payload check
 
@@ -474,11 +428,7 @@ class PingPong {
     /// and TutorialError(kExitPeer) on a payload that fails the check.
     void on_completion(const ibv_wc& wc) {
         if (wc.status != IBV_WC_SUCCESS) {
-            throw WorkCompletionError(wc.status, wc.wr_id,
-                                      std::string(wc.wr_id == kSendWrId ? "send" : "receive") +
-                                          " completion failed: " + wc_status_name(wc.status) +
-                                          " (" + ibv_wc_status_str(wc.status) + ")",
-                                      wc_status_hint(wc.status));
+            throw WorkCompletionError(wc);
         }
         if (wc.wr_id == kSendWrId) {
             ++send_completions_;
@@ -546,7 +496,7 @@ class PingPong {
   private:
     void refill_receives() {
         const std::uint32_t wanted = std::min(rx_depth_, iters_ - received_) - posted_receives_;
-        ep_.post_recv(kRecvWrId, 0, size_, wanted);
+        ep_.post_recv_batch(kRecvWrId, 0, size_, wanted);
         posted_receives_ += wanted;
     }
 
@@ -566,12 +516,15 @@ class PingPong {
 
 EndpointConfig endpoint_config(const Options& o, bool channel) {
     EndpointConfig c;
-    c.device = o.device;
-    c.port = o.ib_port;
+    c.device_name = o.device;
+    c.port = static_cast<std::uint8_t>(o.ib_port);
     c.gid_index = o.gid_index;
     c.buffer_size = 2 * o.size;  // [receive slot | send slot]
     c.tx_depth = o.tx_depth;
     c.rx_depth = o.rx_depth;
+    c.mtu = to_ibv_mtu(o.mtu);
+    c.handshake = HandshakeFormat::rc_pingpong;
+    c.timeout = std::chrono::seconds(o.timeout_s);
     c.cq_depth = o.cq_depth;
     c.completion_channel = channel;
     c.ack_batch = o.ack_batch;
@@ -638,68 +591,6 @@ bool wait_fd(int fd, short events, Clock::time_point deadline) {
     }
 }
 
-FileDescriptor connect_to(const Options& o) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(o.tcp_port);
-    if (const int rc = ::getaddrinfo(o.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-        throw TutorialError(kExitPeer, "cannot resolve " + o.host + ": " + ::gai_strerror(rc));
-    }
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, ::freeaddrinfo);
-    const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_s);
-    std::string why = "no address";
-    for (addrinfo* a = found; a; a = a->ai_next) {
-        FileDescriptor fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        if (!fd) {
-            continue;
-        }
-        if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
-            why = std::strerror(errno);
-            continue;
-        }
-        if (!wait_fd(fd.get(), POLLOUT, deadline)) {
-            throw TutorialError(kExitTimeout, "connecting to " + o.host + ":" + port +
-                                                  " timed out after " +
-                                                  std::to_string(o.timeout_s) + " s");
-        }
-        int err = 0;
-        socklen_t len = sizeof err;
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err == 0) {
-            const int one = 1;
-            ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            return fd;
-        }
-        why = std::strerror(err);
-    }
-    throw TutorialError(kExitPeer, "cannot connect to " + o.host + ":" + port + ": " + why,
-                        "is the server running (step06_epoll without HOST)?");
-}
-
-/// Reads exactly out.size() bytes before the deadline (the fd is non-blocking).
-void read_exact(int fd, std::span<char> out, Clock::time_point deadline, const char* what) {
-    std::size_t got = 0;
-    while (got < out.size()) {
-        const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-        if (n > 0) {
-            got += static_cast<std::size_t>(n);
-        } else if (n == 0) {
-            throw TutorialError(
-                kExitPeer, std::string("peer closed the connection while we waited for ") + what +
-                               " (" + std::to_string(got) + " of " + std::to_string(out.size()) +
-                               " bytes)");
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (!wait_fd(fd, POLLIN, deadline)) {
-                throw TutorialError(kExitTimeout, std::string("timed out waiting for ") + what);
-            }
-        } else if (errno != EINTR) {
-            throw std::system_error(errno, std::generic_category(), "read");
-        }
-    }
-}
-
 void write_all(int fd, std::span<const char> bytes, Clock::time_point deadline) {
     std::size_t done = 0;
     while (done < bytes.size()) {
@@ -756,7 +647,7 @@ class Server {
     void on_signal();
     void on_socket(ClientSession& s);
     void on_channel(ClientSession& s);
-    void start_rdma(ClientSession& s, const QpInfo& remote);
+    void start_rdma(ClientSession& s, PeerInfo remote);
     void progress(ClientSession& s, std::span<const ibv_wc> completions);
     void safety_net_sweep(bool timed_out);
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
@@ -825,7 +716,7 @@ void Server::on_signal() {
 }
 
 //! [start_rdma]
-void Server::start_rdma(ClientSession& s, const QpInfo& remote) {
+void Server::start_rdma(ClientSession& s, PeerInfo remote) {
     s.endpoint = std::make_unique<RDMAEndpoint>(endpoint_config(o_, true));
     RDMAEndpoint& ep = *s.endpoint;
     s.pingpong = std::make_unique<PingPong>(ep, o_, kServerSide);
@@ -833,9 +724,10 @@ void Server::start_rdma(ClientSession& s, const QpInfo& remote) {
     // ibv_req_notify_cq() raises no event at all.
     ep.request_notify();
     s.pingpong->post_initial_receives();
-    ep.connect(remote, to_ibv_mtu(o_.mtu));
+    remote.mtu = ep.path_mtu();  // not on rc_pingpong's wire: both sides are given -m
+    ep.connect(remote);
     watch(ep.channel_fd(), tag(s.id, kChannel));
-    const WireMessage reply = format_qp_info(ep.local_info());
+    const auto reply = format_rc_pingpong(ep.local_info());
     write_all(s.socket.get(), reply, Clock::now() + std::chrono::seconds(o_.timeout_s));
     if (o_.verbose) {
         print_address("local", ep.local_info());
@@ -869,7 +761,13 @@ void Server::on_socket(ClientSession& s) {
         on_channel(s);
         while (sessions_.count(id) != 0) {
             std::array<ibv_wc, 16> batch{};
-            const int n = s.endpoint->try_poll(batch);
+            int n = 0;
+            try {
+                n = s.endpoint->poll(batch);
+            } catch (const std::exception& e) {
+                finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+                return;
+            }
             if (n == 0) {
                 break;
             }
@@ -892,9 +790,9 @@ void Server::on_socket(ClientSession& s) {
     if (s.state == ClientSession::State::handshake && s.inbox.size() >= kWireSize) {
         const std::vector<char> message(s.inbox.begin(), s.inbox.begin() + kWireSize);
         s.inbox.erase(s.inbox.begin(), s.inbox.begin() + kWireSize);
-        QpInfo remote;
+        PeerInfo remote;
         try {
-            remote = parse_qp_info(message);
+            remote = parse_rc_pingpong(message);
         } catch (const TutorialError& e) {
             finish(s.id, std::string("rejected: ") + e.what(), &ServerTotals::rejected);
             return;
@@ -909,15 +807,16 @@ void Server::on_socket(ClientSession& s) {
         s.state = ClientSession::State::await_done;
         s.last_progress = Clock::now();
     }
-    if (s.state == ClientSession::State::await_done && s.inbox.size() >= kDoneMessage.size()) {
-        if (!std::equal(kDoneMessage.begin(), kDoneMessage.end(), s.inbox.begin())) {
+    if (s.state == ClientSession::State::await_done && s.inbox.size() >= kRcPingpongDone.size()) {
+        if (!std::equal(kRcPingpongDone.begin(), kRcPingpongDone.end(), s.inbox.begin())) {
             finish(s.id,
                    "rejected: expected \"done\" after the handshake, got '" +
-                       printable(std::span<const char>(s.inbox).first(kDoneMessage.size())) + "'",
+                       printable(std::span<const char>(s.inbox).first(kRcPingpongDone.size())) +
+                       "'",
                    &ServerTotals::rejected);
             return;
         }
-        s.inbox.erase(s.inbox.begin(), s.inbox.begin() + kDoneMessage.size());
+        s.inbox.erase(s.inbox.begin(), s.inbox.begin() + kRcPingpongDone.size());
         s.state = ClientSession::State::running;
     }
     if (s.state == ClientSession::State::running && !s.inbox.empty()) {
@@ -930,8 +829,16 @@ void Server::on_socket(ClientSession& s) {
 void Server::on_channel(ClientSession& s) {
     std::array<ibv_wc, 16> batch{};
     std::vector<ibv_wc> completions;
-    tutorial::service_channel(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
-                              [&](const ibv_wc& wc) { completions.push_back(wc); });
+    try {
+        tutorial::service_channel(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
+                                  [&](const ibv_wc& wc) { completions.push_back(wc); });
+    } catch (const std::exception& e) {  // a failed completion (try_poll throws it)
+        progress(s, completions);
+        if (sessions_.count(s.id) != 0) {
+            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        }
+        return;
+    }
     progress(s, completions);
 }
 //! [on_channel]
@@ -979,8 +886,14 @@ void Server::safety_net_sweep(bool timed_out) {
             continue;
         }
         std::array<ibv_wc, 16> batch{};
-        s.endpoint->request_notify();  // harmless if still armed: the request is one-shot
-        const int n = s.endpoint->try_poll(batch);
+        int n = 0;
+        try {
+            s.endpoint->request_notify();  // harmless if still armed: the request is one-shot
+            n = s.endpoint->poll(batch);
+        } catch (const std::exception& e) {
+            finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+            continue;
+        }
         s.endpoint->events().on_safety_net_poll(static_cast<std::uint64_t>(n));
         if (n > 0) {
             std::printf(
@@ -1180,7 +1093,7 @@ class CompletionWaiter {
   private:
     template <typename Handle>
     int poll_once(Handle& handle) {
-        const int n = ep_.try_poll(batch_);
+        const int n = ep_.poll(batch_);
         for (int i = 0; i < n; ++i) {
             handle(batch_[static_cast<std::size_t>(i)]);
         }
@@ -1324,21 +1237,18 @@ int run_client(const Options& o) {
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
 
-    RDMAEndpoint ep(endpoint_config(o, o.mode != WaitMode::busy));
+    EndpointConfig config = endpoint_config(o, o.mode != WaitMode::busy);
+    config.stop_flag = &g_interrupted;
+    RDMAEndpoint ep(config);
     PingPong pingpong(ep, o, kClientSide);
     if (o.mode == WaitMode::event) {
         ep.request_notify();  // armed before the first post
     }
     pingpong.post_initial_receives();
 
-    FileDescriptor socket = connect_to(o);
-    const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_s);
-    write_all(socket.get(), format_qp_info(ep.local_info()), deadline);
-    WireMessage reply{};
-    read_exact(socket.get(), reply, deadline, "the server's handshake");
-    const QpInfo remote = parse_qp_info(reply);
-    write_all(socket.get(), kDoneMessage, deadline);
-    ep.connect(remote, to_ibv_mtu(o.mtu));
+    // step05's client handshake, in rc_pingpong's format: TCP, exchange, "done", RTR, RTS.
+    ep.connect_to_peer(o.host, o.tcp_port);
+    const PeerInfo remote = *ep.remote_info();
     print_address("local", ep.local_info());
     print_address("remote", remote);
     std::fflush(stdout);

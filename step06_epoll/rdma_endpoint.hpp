@@ -1,61 +1,84 @@
-// Step 06: the RDMA endpoint (context, PD, MR, CQ, RC QP), now with an optional completion channel.
+// Step 06: step05's RDMAEndpoint, extended with a completion channel (O_NONBLOCK fd) and its
+// events.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <array>
-#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <utility>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "cq_events.hpp"
 
 namespace tutorial {
 
+/// \name Exit codes, the same in every step of the tutorial.
+/// @{
 constexpr int kExitOk = 0, kExitRdma = 1, kExitUsage = 2, kExitNoDevice = 3, kExitNoProvider = 4,
               kExitNoSuchDevice = 5, kExitPeer = 6, kExitTimeout = 7, kExitInterrupted = 130;
+/// @}
 
-/// An error with an exit code and an optional hint line.
+/// \brief An error that knows the program's exit code and, optionally, a hint for the reader.
+///
+/// Thrown for the cases that are not a failing verb: no device, no provider, unknown device or
+/// port, a value over a device limit, a peer or protocol error, a timeout.
 class TutorialError : public std::runtime_error {
   public:
-    TutorialError(int exit_code, const std::string& what, std::string hint = {})
-        : std::runtime_error(what), exit_code_(exit_code), hint_(std::move(hint)) {}
-    [[nodiscard]] int exit_code() const { return exit_code_; }
-    [[nodiscard]] const std::string& hint() const { return hint_; }
+    /// \param exit_code one of the kExit* codes
+    /// \param message one line, without the program name
+    /// \param hint what the reader can do about it; empty when nothing useful is known
+    TutorialError(int exit_code, const std::string& message, std::string hint = {})
+        : std::runtime_error(message), exit_code_(exit_code), hint_(std::move(hint)) {}
+    /// \brief The exit code main() returns for this error.
+    [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
+    /// \brief A hint line (without "hint: "), or empty.
+    [[nodiscard]] const std::string& hint() const noexcept { return hint_; }
 
   private:
     int exit_code_;
     std::string hint_;
 };
 
-/// A work completion that did not succeed: carries the status, its name and the wr_id.
+/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
+///
+/// what() reads like `work completion failed: IBV_WC_REM_ACCESS_ERR (status 10) for wr_id 7
+/// (RDMA WRITE)`; hint() names the likely cause. The exit code is kExitRdma.
 class WorkCompletionError : public TutorialError {
   public:
-    WorkCompletionError(ibv_wc_status status, std::uint64_t wr_id, const std::string& what,
-                        std::string hint)
-        : TutorialError(kExitRdma, what, std::move(hint)), status_(status), wr_id_(wr_id) {}
-    [[nodiscard]] ibv_wc_status status() const { return status_; }
-    [[nodiscard]] std::uint64_t wr_id() const { return wr_id_; }
+    /// \param wc the failed completion, copied
+    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \brief The completion's status, e.g. IBV_WC_REM_ACCESS_ERR.
+    [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
+    /// \brief The status's name as libibverbs spells it (ibv_wc_status_str), e.g. "remote access
+    /// error".
+    [[nodiscard]] const char* status_str() const noexcept { return ibv_wc_status_str(wc_.status); }
+    /// \brief The status's enum name, e.g. "IBV_WC_REM_ACCESS_ERR".
+    [[nodiscard]] static const char* status_name(ibv_wc_status status) noexcept;
+    /// \brief The wr_id of the failed work request.
+    [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
+    /// \brief The whole completion, for vendor_err and friends.
+    [[nodiscard]] const ibv_wc& completion() const noexcept { return wc_; }
+    /// \brief The most likely cause of a status, in one line.
+    [[nodiscard]] static const char* likely_cause(ibv_wc_status status) noexcept;
 
   private:
-    ibv_wc_status status_;
-    std::uint64_t wr_id_;
+    ibv_wc wc_;
 };
-
-/// IBV_WC_RETRY_EXC_ERR and friends, by name (ibv_wc_status_str gives prose).
-[[nodiscard]] const char* wc_status_name(ibv_wc_status status);
-/// The likely cause of a failed completion, or "" when none is known.
-[[nodiscard]] const char* wc_status_hint(ibv_wc_status status);
 
 //! [raii]
 // One owner shape for every verbs object: a move-only std::unique_ptr whose
@@ -71,146 +94,353 @@ struct VerbsDeleter {
         }
     }
 };
+inline constexpr char kFreeDeviceList[] = "ibv_free_device_list";
 inline constexpr char kCloseDevice[] = "ibv_close_device";
 inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
 inline constexpr char kDeallocPd[] = "ibv_dealloc_pd";
 inline constexpr char kDeregMr[] = "ibv_dereg_mr";
 inline constexpr char kDestroyCq[] = "ibv_destroy_cq";
 inline constexpr char kDestroyQp[] = "ibv_destroy_qp";
+inline int free_device_list(ibv_device** list) {
+    ibv_free_device_list(list);
+    return 0;
+}
+inline int free_buffer(std::byte* buffer) {
+    std::free(buffer);
+    return 0;
+}
+inline constexpr char kFree[] = "free";
+using DeviceList =
+    std::unique_ptr<ibv_device*, VerbsDeleter<ibv_device*, free_device_list, kFreeDeviceList>>;
 using Context =
     std::unique_ptr<ibv_context, VerbsDeleter<ibv_context, ibv_close_device, kCloseDevice>>;
 using CompletionChannel =
     std::unique_ptr<ibv_comp_channel,
                     VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
 using ProtectionDomain = std::unique_ptr<ibv_pd, VerbsDeleter<ibv_pd, ibv_dealloc_pd, kDeallocPd>>;
+using Buffer = std::unique_ptr<std::byte, VerbsDeleter<std::byte, free_buffer, kFree>>;
 using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
 using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
 using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
-struct DeviceListDeleter {
-    void operator()(ibv_device** list) const noexcept { ibv_free_device_list(list); }
-};
-using DeviceList = std::unique_ptr<ibv_device*, DeviceListDeleter>;
-struct FreeDeleter {
-    void operator()(void* p) const noexcept { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
 //! [raii]
 
-/// One row of a port's GID table, as the pure GID choice sees it.
+/// \brief One row of a port's GID table, as the GID choice sees it.
 struct GidEntry {
-    int index = 0;
-    std::array<std::uint8_t, 16> gid{};
-    ibv_gid_type type = IBV_GID_TYPE_IB;
-};
-/// Prefer RoCE v2 with an IPv4-mapped address, then RoCE v2, then anything else
-/// valid; skip zero GIDs. Returns nullopt when the table has no usable GID.
-[[nodiscard]] std::optional<int> choose_gid_index(std::span<const GidEntry> table);
-
-/// What the peer needs to reach our QP (rc_pingpong's LID, QPN, PSN and GID).
-struct QpInfo {
-    std::uint16_t lid = 0;
-    std::uint32_t qpn = 0;
-    std::uint32_t psn = 0;
-    std::array<std::uint8_t, 16> gid{};
+    int index = 0;        ///< the GID index
+    ibv_gid gid{};        ///< the GID's 16 bytes
+    ibv_gid_type type{};  ///< IBV_GID_TYPE_ROCE_V2, IBV_GID_TYPE_ROCE_V1 or IBV_GID_TYPE_IB
 };
 
+/// \brief Chooses a GID index: RoCE v2 with an IPv4-mapped address, then RoCE v2, then any other
+/// valid GID; zero GIDs are skipped.
+/// \return the index, or std::nullopt when the table has no usable GID (InfiniBand needs none)
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::optional<int> choose_gid_index(std::span<const GidEntry> table) noexcept;
+
+/// \brief Formats a GID the way ibv_devinfo does: "::ffff:127.0.0.1", "fe80::200:ff:fe00:0".
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::string gid_to_string(const ibv_gid& gid);
+
+/// \brief What one side tells the other to connect an RC QP and, in v2, to address its buffer.
+struct PeerInfo {
+    std::uint16_t lid = 0;       ///< the port's LID (0 on RoCE)
+    std::uint32_t qpn = 0;       ///< the QP number, 24 bits
+    std::uint32_t psn = 0;       ///< the first packet sequence number, 24 bits
+    ibv_gid gid{};               ///< the GID the peer addresses (zero on InfiniBand without GRH)
+    ibv_mtu mtu = IBV_MTU_1024;  ///< v2 only: the largest path MTU this side accepts
+    std::uint64_t addr = 0;      ///< v2 only: the buffer's virtual address
+    std::uint32_t rkey = 0;      ///< v2 only: the buffer's remote key (0 = no remote access)
+    std::uint64_t length = 0;    ///< v2 only: the buffer's length in bytes
+    bool operator==(const PeerInfo& other) const noexcept;
+};
+
+//! [handshake-v2]
+/// \brief Handshake v2, the endpoint's own wire format. 64 bytes, every field big-endian:
+///
+/// | offset | size | field                                        |
+/// |-------:|-----:|----------------------------------------------|
+/// |      0 |    4 | magic 0x52444d41 ("RDMA")                    |
+/// |      4 |    2 | version, 2                                   |
+/// |      6 |    2 | LID                                          |
+/// |      8 |    4 | QPN (≤ 0xffffff)                             |
+/// |     12 |    4 | PSN (≤ 0xffffff)                             |
+/// |     16 |   16 | GID, raw bytes                               |
+/// |     32 |    1 | MTU as enum ibv_mtu (1..5 = 256..4096)       |
+/// |     33 |    7 | reserved, zero                               |
+/// |     40 |    8 | buffer address                               |
+/// |     48 |    4 | rkey                                         |
+/// |     52 |    4 | reserved, zero                               |
+/// |     56 |    8 | buffer length (> 0, addr + length ≤ 2^64)   |
+inline constexpr std::uint32_t kHandshakeMagic = 0x52444d41;  // "RDMA"
+inline constexpr std::uint16_t kHandshakeVersion = 2;
+inline constexpr std::size_t kHandshakeV2Size = 64;
+using HandshakeV2Message = std::array<std::byte, kHandshakeV2Size>;
+//! [handshake-v2]
+
+/// \brief Encodes \p info as a handshake v2 message.
+/// \par Thread safety: a pure function.
+[[nodiscard]] HandshakeV2Message encode_handshake_v2(const PeerInfo& info) noexcept;
+
+/// \brief Decodes and strictly validates a handshake v2 message.
+/// \param bytes exactly kHandshakeV2Size bytes
+/// \throws TutorialError (kExitPeer) naming what is wrong: the length, the magic (with what was
+///         received), the version, a reserved byte, or a field out of range
+/// \par Thread safety: a pure function.
+[[nodiscard]] PeerInfo decode_handshake_v2(std::span<const std::byte> bytes);
+
+/// \brief ibv_rc_pingpong's message: "LLLL:QQQQQQ:PPPPPP:GGGG...(32 hex)" and a NUL, 52 bytes.
+inline constexpr std::size_t kRcPingpongMessageSize = 52;
+/// \brief What the client sends after it has read the server's message: "done" and a NUL.
+inline constexpr std::string_view kRcPingpongDone{"done\0", 5};
+
+/// \brief Formats LID, QPN, PSN and GID in ibv_rc_pingpong's format ("%04x:%06x:%06x:%s").
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::array<char, kRcPingpongMessageSize> format_rc_pingpong(const PeerInfo& info);
+
+/// \brief Parses ibv_rc_pingpong's message strictly: exact length, lower- or upper-case hex only,
+/// QPN and PSN ≤ 0xffffff, the separators and the final NUL where they belong.
+/// \throws TutorialError (kExitPeer) saying what was received
+/// \par Thread safety: a pure function.
+[[nodiscard]] PeerInfo parse_rc_pingpong(std::span<const char> message);
+
+/// \brief Which handshake the endpoint speaks on the TCP connection.
+enum class HandshakeFormat {
+    v2,          ///< the 64-byte versioned message, with the buffer's address, rkey and length
+    rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, so no one-sided operations
+};
+
+/// \brief Everything the RDMAEndpoint constructor needs.
 struct EndpointConfig {
-    std::string device;  // empty: the first device
-    int port = 1;
-    int gid_index = -1;  // negative: choose_gid_index
-    std::size_t buffer_size = 4096;
-    std::uint32_t tx_depth = 16;
-    std::uint32_t rx_depth = 500;
-    std::uint32_t cq_depth = 0;       // 0: rx_depth + tx_depth
-    bool completion_channel = false;  // bind the CQ to an O_NONBLOCK completion channel
-    std::uint32_t ack_batch = 16;     // acknowledge CQ events at least this often
+    std::string device_name;              ///< empty: the first device
+    std::uint8_t port = 1;                ///< the port number, from 1
+    int gid_index = -1;                   ///< negative: choose_gid_index() over the port's table
+    std::size_t buffer_size = 4096;       ///< the registered buffer's size in bytes (> 0)
+    std::uint32_t tx_depth = 1;           ///< send queue depth: outstanding sends, writes and reads
+    std::uint32_t rx_depth = 500;         ///< receive queue depth
+    int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
+                                          ///< one-sided peers (they also go to the QP)
+    ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
+    HandshakeFormat handshake = HandshakeFormat::v2;  ///< the wire format of connect/accept
+    std::chrono::milliseconds timeout{10000};  ///< for connect, accept, handshake reads and waits
+    /// When set, every wait also ends, with TutorialError(kExitInterrupted), once *stop_flag
+    /// is non-zero (a SIGINT handler sets it).
+    const volatile std::sig_atomic_t* stop_flag = nullptr;
+    //! [config]
+    // New in step06:
+    std::uint32_t cq_depth = 0;       ///< CQ entries; 0: tx_depth + rx_depth
+    bool completion_channel = false;  ///< bind the CQ to an O_NONBLOCK completion channel
+    std::uint32_t ack_batch = 16;     ///< ibv_ack_cq_events at least every ack_batch events
+    //! [config]
 };
 
-/// An RC endpoint: owns context, completion channel, PD, buffer, MR, CQ and QP.
-/// Move-only. Not thread-safe: one thread uses it at a time.
+/// \brief An RC queue pair with its own registered buffer: the tutorial's reusable class.
+///
+/// It owns, parent-first, the device context, a protection domain, a page-aligned buffer, its
+/// memory region, one completion queue and one RC QP. A constructed endpoint is in INIT; after
+/// connect_to_peer() or accept_peer() (or connect() with known peer data) it is in RTS and can
+/// post sends, one-sided writes and reads. Receives may be posted from INIT on.
+///
+/// \par Thread safety
+/// One endpoint must be used by one thread at a time: it keeps unsynchronised state (the
+/// completion stash). Distinct endpoints are independent and may be used from distinct threads.
 class RDMAEndpoint {
   public:
-    /// Opens the device and builds every object, or throws (leaking nothing).
+    /// \brief Opens the device, allocates and registers the buffer, creates the CQ and QP and
+    /// moves the QP to INIT.
+    /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device or port),
+    ///         kExitUsage (a depth or size over a device limit; the message names the limit)
+    /// \throws std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
+    /// Nothing leaks when it throws: every resource already made has an owner.
     explicit RDMAEndpoint(const EndpointConfig& config);
-    /// Acknowledges every outstanding CQ event, then destroys in reverse order.
-    ~RDMAEndpoint();
-    RDMAEndpoint(RDMAEndpoint&&) noexcept = default;
-    RDMAEndpoint& operator=(RDMAEndpoint&&) noexcept = delete;
+
+    /// \brief Moves every resource; \p other is left empty (valid() false) and safe to destroy.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept;
+    /// \brief Releases this endpoint's resources, then takes \p other's.
+    RDMAEndpoint& operator=(RDMAEndpoint&& other) noexcept;
     RDMAEndpoint(const RDMAEndpoint&) = delete;
     RDMAEndpoint& operator=(const RDMAEndpoint&) = delete;
+    /// \brief Destroys QP, CQ, MR, buffer, PD and context in that order; a failure is reported
+    /// on stderr with "destroy failed:", never thrown.
+    ~RDMAEndpoint();
 
-    [[nodiscard]] const QpInfo& local_info() const { return local_; }
-    [[nodiscard]] int gid_index() const { return gid_index_; }
-    [[nodiscard]] bool ethernet() const { return link_layer_ == IBV_LINK_LAYER_ETHERNET; }
-    [[nodiscard]] std::span<std::byte> buffer() const { return {buffer_.get(), buffer_size_}; }
-    [[nodiscard]] std::uint32_t max_inline() const { return max_inline_; }
+    /// \brief False for a moved-from endpoint.
+    [[nodiscard]] bool valid() const noexcept { return qp_ != nullptr; }
+    /// \brief True once the QP is in RTS.
+    [[nodiscard]] bool connected() const noexcept { return qp_ != nullptr && remote_.has_value(); }
 
-    /// INIT -> RTR -> RTS towards `remote` with path MTU `mtu`.
-    void connect(const QpInfo& remote, ibv_mtu mtu);
-    /// Posts a signaled SEND of buffer()[offset, offset+length), inline when it fits.
+    /// \brief Connects as the client: TCP to \p host:\p port, the handshake, RTR and RTS.
+    /// \throws TutorialError kExitPeer (refused, closed, bad handshake), kExitTimeout
+    /// \throws std::system_error naming the verb or socket call that failed
+    void connect_to_peer(const std::string& host, std::uint16_t port);
+
+    /// \brief Connects as the server: listens on \p bind_address:\p port (empty = any), accepts
+    /// one client, does the handshake, RTR and RTS.
+    /// \throws as connect_to_peer(); kExitPeer also when the port is in use
+    void accept_peer(std::uint16_t port, const std::string& bind_address = {});
+
+    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU and the buffer (rkey 0 when the
+    /// MR grants no remote access).
+    /// \throws std::logic_error on a moved-from endpoint
+    [[nodiscard]] PeerInfo local_info() const;
+
+    /// \brief Moves the QP to RTR then RTS towards \p remote, without any socket: for peers that
+    /// learnt each other's PeerInfo in some other way, or for a QP connected to itself.
+    /// \throws std::system_error ("ibv_modify_qp RTR"/"ibv_modify_qp RTS")
+    /// \throws std::logic_error when already connected or moved-from
+    void connect(const PeerInfo& remote);
+
+    /// \brief The peer's data, once connected.
+    [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
+
+    /// \brief The registered buffer.
+    [[nodiscard]] std::span<std::byte> buffer() noexcept;
+    /// \brief Largest payload the QP sends inline (queried after creation).
+    [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return max_inline_data_; }
+    /// \brief The raw handles, for code that goes beyond the class.
+    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
+    [[nodiscard]] ibv_cq* cq() const noexcept { return cq_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_context* context() const noexcept {
+        return context_.get();
+    }  ///< \copybrief qp()
+    /// \brief The path MTU in use once connected (or the configured one before).
+    [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
+    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
+    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
+    /// \brief The device's name, e.g. "rxe0".
+    [[nodiscard]] const std::string& device_name() const noexcept { return device_name_; }
+
+    /// \brief Posts a signalled SEND of buffer()[offset, offset+length); inline when the length
+    /// fits max_inline_data().
+    /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
+    ///         std::system_error ("ibv_post_send")
     void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length);
-    /// Posts `count` receives, all into buffer()[offset, offset+length).
-    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                   std::uint32_t count = 1);
-    /// ibv_poll_cq into `out`; returns how many completions it wrote.
-    [[nodiscard]] int try_poll(std::span<ibv_wc> out);
-    /// The same, under the name service_channel() expects of its event source.
-    [[nodiscard]] int poll(std::span<ibv_wc> out) { return try_poll(out); }
 
-    // ---- the completion channel (config.completion_channel) ----
-    /// The channel's fd (O_NONBLOCK), for poll/epoll; -1 without a channel.
-    [[nodiscard]] int channel_fd() const { return channel_ ? channel_->fd : -1; }
-    /// ibv_req_notify_cq(cq, 0): the next CQE raises one event.
+    /// \brief Posts one receive into buffer()[offset, offset+length). Allowed from INIT on, so
+    /// that receives are ready before the peer's first send.
+    /// \throws std::out_of_range outside the buffer; std::system_error ("ibv_post_recv")
+    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length);
+
+    /// \brief Posts \p count receives, all into buffer()[offset, offset+length) and all with
+    /// \p wr_id, chained in as few ibv_post_recv calls as possible.
+    /// \throws as post_recv()
+    void post_recv_batch(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                         std::size_t count);
+
+    /// \brief One-sided RDMA WRITE of local [local_offset, +length) to the peer's buffer at
+    /// remote_offset. The peer gets no completion.
+    /// \throws std::logic_error before connecting or when the peer advertised no rkey;
+    ///         std::out_of_range when either range leaves its buffer (checked before posting);
+    ///         std::system_error ("ibv_post_send")
+    void post_write(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                    std::size_t length);
+
+    /// \brief RDMA WRITE with immediate: like post_write(), and the peer's next receive completes
+    /// with opcode IBV_WC_RECV_RDMA_WITH_IMM and \p imm_data (host byte order on both sides).
+    /// A zero \p length is allowed: a pure notification.
+    /// \throws as post_write()
+    void post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
+                             std::size_t remote_offset, std::size_t length, std::uint32_t imm_data);
+
+    /// \brief One-sided RDMA READ of the peer's [remote_offset, +length) into local
+    /// [local_offset, +length).
+    /// \throws as post_write()
+    void post_read(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                   std::size_t length);
+
+    /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
+    /// are stashed, each wr_id in its own FIFO, for later calls.
+    /// \param timeout how long to wait; the default is the config's timeout
+    /// \throws WorkCompletionError when a completion (of any wr_id) failed;
+    ///         TutorialError (kExitTimeout) when nothing came in time;
+    ///         std::system_error ("ibv_poll_cq")
+    ibv_wc poll_completion(std::uint64_t wr_id,
+                           std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Waits for the next send-queue completion (SEND, WRITE, READ), whatever its wr_id.
+    /// \throws as poll_completion()
+    ibv_wc poll_send_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Waits for the next receive completion (RECV or RECV_RDMA_WITH_IMM).
+    /// \throws as poll_completion()
+    ibv_wc poll_recv_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Non-blocking: fills \p completions with stashed completions first, then with what
+    /// the CQ has, and returns how many it filled (0 when none is ready).
+    /// \throws WorkCompletionError on a failed completion (the good ones before it in the same
+    ///         batch stay stashed for the next call); std::system_error ("ibv_poll_cq")
+    std::size_t try_poll(std::span<ibv_wc> completions);
+
+    /// \name The completion channel (step06); only with EndpointConfig::completion_channel.
+    /// @{
+    /// \brief The channel's fd, O_NONBLOCK, for poll(2)/epoll(7); -1 without a channel.
+    [[nodiscard]] int channel_fd() const noexcept { return channel_ ? channel_->fd : -1; }
+    /// \brief ibv_req_notify_cq(cq, 0): the next completion raises one event (one-shot).
+    /// \throws std::system_error ("ibv_req_notify_cq")
     void request_notify();
-    /// ibv_get_cq_event: true when it took an event, false on EAGAIN.
+    /// \brief ibv_get_cq_event(): true when it took an event (count it in events()), false when
+    /// none is queued (EAGAIN).
+    /// \throws std::system_error ("ibv_get_cq_event"); std::logic_error without a channel
     [[nodiscard]] bool get_event();
-    /// ibv_ack_cq_events(cq, count).
-    void ack(std::uint32_t count);
-    /// The event bookkeeping of this endpoint's CQ.
-    [[nodiscard]] CqEventTracker& events() { return events_; }
-    [[nodiscard]] const CqEventTracker& events() const { return events_; }
+    /// \brief ibv_ack_cq_events(cq, \p count). The destructor acks whatever is left.
+    void ack(std::uint32_t count) noexcept;
+    /// \brief The same as try_poll(), under the name service_channel() expects.
+    [[nodiscard]] int poll(std::span<ibv_wc> completions) {
+        return static_cast<int>(try_poll(completions));
+    }
+    /// \brief The CQ's event bookkeeping: received, acked, re-arms, drains, safety-net finds.
+    [[nodiscard]] CqEventTracker& events() noexcept { return events_; }
+    [[nodiscard]] const CqEventTracker& events() const noexcept {
+        return events_;
+    }  ///< \copybrief events()
+       /// @}
 
   private:
-    // Members are declared parent-first; C++ destroys them in reverse:
-    // QP -> CQ -> MR -> buffer -> PD -> channel -> context.
+    friend struct EndpointTestAccess;  // lets the tests post an unchecked remote range
+
+    void require_connected(const char* what) const;
+    void check_local_range(std::size_t offset, std::size_t length, const char* what) const;
+    void check_remote_range(std::size_t offset, std::size_t length, const char* what) const;
+    void post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id, std::size_t local_offset,
+                        std::uint64_t remote_addr, std::uint32_t rkey, std::size_t length,
+                        std::uint32_t imm_data);
+    void handshake_as_client(int fd);
+    void handshake_as_server(int fd);
+    void release() noexcept;
+    void stash(const ibv_wc& wc);
+    template <typename Wanted>
+    bool take_stashed(Wanted wanted, ibv_wc& out);
+    template <typename Wanted>
+    ibv_wc wait_for(Wanted wanted, std::optional<std::chrono::milliseconds> timeout,
+                    const std::string& what);
+
+    EndpointConfig config_;
+    std::string device_name_;
+    int gid_index_ = -1;
+    ibv_gid gid_{};
+    std::uint16_t lid_ = 0;
+    bool ethernet_ = false;
+    ibv_mtu mtu_ = IBV_MTU_1024;
+    std::uint32_t psn_ = 0;
+    std::uint32_t max_inline_data_ = 0;
+    std::uint8_t max_rd_atomic_ = 1;
+    std::uint8_t max_dest_rd_atomic_ = 1;
+    std::optional<PeerInfo> remote_;
+    std::unordered_map<std::uint64_t, std::deque<ibv_wc>> stash_;
+    std::size_t stashed_ = 0;
+    CqEventTracker events_{16};
+
+    //! [members]
+    // Declared parent-first; C++ destroys members in reverse: QP -> CQ -> MR -> buffer -> PD ->
+    // channel -> context. (A channel outlives every CQ bound to it: else EBUSY.)
     Context context_;
     CompletionChannel channel_;
     ProtectionDomain pd_;
-    AlignedBuffer buffer_;
+    Buffer buffer_;
     MemoryRegion mr_;
     CompletionQueue cq_;
     QueuePair qp_;
-    std::size_t buffer_size_ = 0;
-    std::uint8_t port_ = 1;
-    int gid_index_ = 0;
-    std::uint8_t link_layer_ = IBV_LINK_LAYER_UNSPECIFIED;
-    std::uint32_t max_inline_ = 0;
-    QpInfo local_;
-    CqEventTracker events_;
-};
-
-/// The owner of an epoll/socket/signalfd descriptor.
-class FileDescriptor {
-  public:
-    FileDescriptor() = default;
-    explicit FileDescriptor(int fd) : fd_(fd) {}
-    ~FileDescriptor() { reset(); }
-    FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
-    FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-        if (this != &other) {
-            reset(other.release());
-        }
-        return *this;
-    }
-    FileDescriptor(const FileDescriptor&) = delete;
-    FileDescriptor& operator=(const FileDescriptor&) = delete;
-    [[nodiscard]] int get() const { return fd_; }
-    [[nodiscard]] explicit operator bool() const { return fd_ >= 0; }
-    int release() { return std::exchange(fd_, -1); }
-    void reset(int fd = -1);
-
-  private:
-    int fd_ = -1;
+    //! [members]
 };
 
 }  // namespace tutorial

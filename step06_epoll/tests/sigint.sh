@@ -1,0 +1,41 @@
+# SIGINT (then SIGTERM) mid-flood: the server stops accepting, aborts in-flight
+# clients, acks every event, destroys everything and exits 0 with no
+# "destroy failed:". Its clients then fail cleanly within a bound, never hang.
+# Run it from the ASan build too (build/s6-asan): it must be clean there.
+source "$TESTLIB"
+require_device
+bin=$1
+for sig in INT TERM; do
+    port=$((20000 + RANDOM % 20000))
+    common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 -c 4 --check --timeout 5)
+    run_cmd "server_$sig" "$bin" "${common[@]}" &
+    server=$!
+    wait_for_listen "$port"
+    pids=()
+    for ((i = 0; i < 4; i++)); do
+        run_cmd "client_${sig}_$i" "$bin" "${common[@]}" -e 127.0.0.1 &
+        pids+=($!)
+    done
+    sleep 4
+    kill -s "$sig" "$server"
+    start=$SECONDS
+    wait "$server"
+    echo "server stopped $((SECONDS - start)) s after SIG$sig"
+    wait "${pids[@]}"
+    echo "clients ended $((SECONDS - start)) s after SIG$sig"
+    ((SECONDS - start < 30)) || fail "clients took $((SECONDS - start)) s to notice the server left"
+    expect_exit "server_$sig" 0
+    expect_line "server_$sig" out "server: SIG$sig received: stop accepting, abort 4 in-flight client(s)"
+    expect_match "server_$sig" out '^server: clients: 4 connected, 0 complete, 0 failed, 0 rejected, 4 aborted$'
+    expect_match "server_$sig" out '^server: client [0-9]+ \(127\.0\.0\.1:[0-9]+\): aborted by shutdown after [1-9][0-9]* of 100000 messages'
+    expect_no_match "server_$sig" err 'destroy failed:|AddressSanitizer|LeakSanitizer|runtime error'
+    events=$(field "server_$sig" out '^server: CQ events: received ([0-9]+), acked [0-9]+,.*')
+    acked=$(field "server_$sig" out '^server: CQ events: received [0-9]+, acked ([0-9]+),.*')
+    [[ $events -gt 0 && $events == "$acked" ]] || fail "server: events received $events, acked $acked"
+    for ((i = 0; i < 4; i++)); do
+        rc=$(<"$TEST_TMP/client_${sig}_$i.rc")
+        [[ $rc == 1 || $rc == 7 ]] || fail "client $i: expected exit 1 (QP error) or 7 (timeout), got $rc"
+        expect_no_match "client_${sig}_$i" err 'destroy failed:|AddressSanitizer|LeakSanitizer'
+    done
+done
+echo PASS

@@ -452,7 +452,7 @@ PeerInfo decode_handshake_v2(std::span<const std::byte> bytes) {
     if (magic != kHandshakeMagic) {
         protocol_error("handshake v2: bad magic " + hex32(magic, 8) +
                            " (expected 0x52444d41 \"RDMA\"); received \"" +
-                           printable(as_chars(), 24) + "\"",
+                           printable(as_chars().first(4)) + "\"",
                        "the peer does not speak handshake v2; with ibv_rc_pingpong or step04, use "
                        "--rc-pingpong-compat");
     }

@@ -1,1 +1,43 @@
-source "$TESTLIB"; require_device; echo TODO
+# --op write: the client's RDMA WRITEs land in the server's buffer with no completion there; a
+# final write-with-immediate tells the server, which verifies the data. --op read: the client
+# reads the server's buffer and verifies it.
+source "$TESTLIB"
+require_device
+program=$1
+for size in 64 8192; do
+    port=$((20000 + RANDOM % 20000))
+    run_cmd "wserver$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op write --timeout 30 &
+    server=$!
+    wait_for_listen "$port" 30
+    run_cmd "wclient$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op write --timeout 30 127.0.0.1
+    wait "$server"
+    expect_exit "wserver$size" 0
+    expect_exit "wclient$size" 0
+    expect_line "wserver$size" out "server: 100 RDMA WRITEs landed with no completion here; the write-with-immediate said so; $size bytes verified"
+    expect_line "wclient$size" out "client: 100 RDMA WRITEs of $size bytes, then a write-with-immediate (100)"
+
+    port=$((20000 + RANDOM % 20000))
+    run_cmd "rserver$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op read --timeout 30 &
+    server=$!
+    wait_for_listen "$port" 30
+    run_cmd "rclient$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op read --timeout 30 -v 127.0.0.1
+    wait "$server"
+    expect_exit "rserver$size" 0
+    expect_exit "rclient$size" 0
+    expect_line "rclient$size" out "client: 100 RDMA READs of $size bytes; the last one verified"
+    expect_match "rclient$size" out "^  remote buffer:  addr 0x[0-9a-f]+, rkey 0x[0-9a-f]{8}, $size bytes\$"
+    expect_line "rserver$size" out "server: the client read $size bytes 100 times with no completion here; its final send said so"
+done
+
+# A client in read mode against a server that granted only REMOTE_WRITE (a write-mode server):
+# the READ fails at the server's side and the client names the status.
+port=$((20000 + RANDOM % 20000))
+run_cmd wrongserver "$program" -d "$RDMA_DEVICE" -p "$port" -n 5 --op write --timeout 5 &
+server=$!
+wait_for_listen "$port" 30
+run_cmd wrongclient "$program" -d "$RDMA_DEVICE" -p "$port" -n 5 --op read --timeout 5 127.0.0.1
+wait "$server"
+expect_exit wrongclient 1
+expect_match wrongclient err "^step05_endpoint: work completion failed: IBV_WC_REM_(INV_REQ|ACCESS)_ERR \(.*\) for wr_id 0, vendor_err 0x[0-9a-f]+\$"
+expect_match wrongclient err "^hint: "
+echo PASS

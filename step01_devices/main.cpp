@@ -82,7 +82,7 @@ using Context =
     std::unique_ptr<ibv_context, VerbsDeleter<ibv_context, ibv_close_device, kCloseDevice>>;
 //! [raii]
 
-//! [options]
+//! [parse_options]
 struct Options {
     std::string device_name;  // empty: every device
     int ib_port = 0;          // 0: every port
@@ -155,7 +155,7 @@ struct Options {
     }
     return options;
 }
-//! [options]
+//! [parse_options]
 
 //! [enum_text]
 [[nodiscard]] const char* transport_text(ibv_transport_type transport) {
@@ -323,25 +323,25 @@ struct GidEntry {
     ibv_gid_type type = IBV_GID_TYPE_IB;
 };
 
-[[nodiscard]] bool is_zero_gid(const GidBytes& gid) {
+[[nodiscard]] bool is_zero_gid(const std::array<std::uint8_t, 16>& gid) {
     return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });
 }
 
 // ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address.
-[[nodiscard]] bool is_ipv4_mapped(const GidBytes& gid) {
+[[nodiscard]] bool is_ipv4_mapped(const std::array<std::uint8_t, 16>& gid) {
     return std::all_of(gid.begin(), gid.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
            gid[10] == 0xff && gid[11] == 0xff;
 }
 
 // A GID is an IPv6 address; inet_ntop already writes an IPv4-mapped one as ::ffff:127.0.0.1.
-[[nodiscard]] std::string format_gid(const GidBytes& gid) {
+[[nodiscard]] std::string format_gid(const std::array<std::uint8_t, 16>& gid) {
     char text[INET6_ADDRSTRLEN] = {};
     inet_ntop(AF_INET6, gid.data(), text, sizeof text);
     return text;
 }
 
 // "127.0.0.1" for ::ffff:127.0.0.1, nothing for any other GID.
-[[nodiscard]] std::optional<std::string> ipv4_of(const GidBytes& gid) {
+[[nodiscard]] std::optional<std::string> ipv4_of(const std::array<std::uint8_t, 16>& gid) {
     if (!is_ipv4_mapped(gid)) {
         return std::nullopt;
     }

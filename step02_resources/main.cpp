@@ -101,7 +101,7 @@ using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy
 using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
 //! [raii]
 
-//! [options]
+//! [parse_options]
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;
 constexpr long long kMaxDepth = 1LL << 24;
@@ -193,7 +193,7 @@ struct Options {
     }
     return options;
 }
-//! [options]
+//! [parse_options]
 
 //! [enum_text]
 [[nodiscard]] const char* port_state_text(ibv_port_state state) {
@@ -290,25 +290,25 @@ struct GidEntry {
     ibv_gid_type type = IBV_GID_TYPE_IB;
 };
 
-[[nodiscard]] bool is_zero_gid(const GidBytes& gid) {
+[[nodiscard]] bool is_zero_gid(const std::array<std::uint8_t, 16>& gid) {
     return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });
 }
 
 // ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address.
-[[nodiscard]] bool is_ipv4_mapped(const GidBytes& gid) {
+[[nodiscard]] bool is_ipv4_mapped(const std::array<std::uint8_t, 16>& gid) {
     return std::all_of(gid.begin(), gid.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
            gid[10] == 0xff && gid[11] == 0xff;
 }
 
 // A GID is an IPv6 address; inet_ntop already writes an IPv4-mapped one as ::ffff:127.0.0.1.
-[[nodiscard]] std::string format_gid(const GidBytes& gid) {
+[[nodiscard]] std::string format_gid(const std::array<std::uint8_t, 16>& gid) {
     char text[INET6_ADDRSTRLEN] = {};
     inet_ntop(AF_INET6, gid.data(), text, sizeof text);
     return text;
 }
 
 // "127.0.0.1" for ::ffff:127.0.0.1, nothing for any other GID.
-[[nodiscard]] std::optional<std::string> ipv4_of(const GidBytes& gid) {
+[[nodiscard]] std::optional<std::string> ipv4_of(const std::array<std::uint8_t, 16>& gid) {
     if (!is_ipv4_mapped(gid)) {
         return std::nullopt;
     }

@@ -521,6 +521,7 @@ void run(const Options& options) {
     }
     print_address("local address: ", endpoint.local_info());
     print_address("remote address:", *endpoint.remote_info());
+    std::fflush(stdout);  // the tests wait for these lines before they disturb a run
     if (options.op != Operation::pingpong && options.verbose) {
         const PeerInfo& remote = *endpoint.remote_info();
         std::printf("  remote buffer:  addr 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64 " bytes\n",

@@ -354,8 +354,9 @@ const char* WorkCompletionError::likely_cause(ibv_wc_status status) noexcept {
         case IBV_WC_LOC_QP_OP_ERR:
             return "the work request is invalid for this QP (too many SGEs, inline data too long)";
         case IBV_WC_WR_FLUSH_ERR:
-            return "the QP had already failed and this request was flushed: look at the first "
-                   "error";
+            return "the QP had already failed (after an error here, or after the peer sent it an "
+                   "invalid request) and this request was flushed: look at the first error on "
+                   "either side";
         case IBV_WC_REM_ACCESS_ERR:
             return "the remote range or rkey is outside what the peer registered, or its memory "
                    "region lacks REMOTE_WRITE/REMOTE_READ";

@@ -1,4 +1,4 @@
-# Faults: no server, port in use, unknown device, a depth over the device's limit, a peer
+# Faults: no server, port in use, an unknown device, a peer
 # killed mid-run, SIGINT. Each ends with its documented exit code and message, in bounded time.
 source "$TESTLIB"
 require_device
@@ -13,14 +13,6 @@ run_cmd nodev "$program" -d nosuchdev0
 expect_exit nodev 5
 expect_line nodev err "step05_endpoint: no RDMA device named 'nosuchdev0' (found: $RDMA_DEVICE)"
 
-run_cmd depth "$program" -d "$RDMA_DEVICE" -r 16000000
-expect_exit depth 2
-expect_match depth err "^step05_endpoint: rx depth 16000000 is over $RDMA_DEVICE's limit max_qp_wr = [0-9]+\$"
-
-run_cmd noport "$program" -d "$RDMA_DEVICE" -i 7
-expect_exit noport 5
-expect_match noport err "^step05_endpoint: $RDMA_DEVICE has no port 7 \(ports: 1\.\.[0-9]+\)\$"
-
 port=$((20000 + RANDOM % 20000))
 run_cmd first "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 20 &
 first=$!
@@ -34,15 +26,20 @@ wait "$first"
 expect_exit first 130
 expect_line first err "step05_endpoint: interrupted"
 
-# A client killed mid-run: the server ends within seconds, naming the completion status or the
-# timeout; it never hangs.
+# A client killed mid-run: the server ends within seconds, naming the completion status
+# (IBV_WC_RETRY_EXC_ERR when its pong is not acknowledged) or the --timeout; it never hangs.
+# The client starts first (it retries until the server listens), so that the server's short
+# --timeout only has to cover the run.
 port=$((20000 + RANDOM % 20000))
+"$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 30 127.0.0.1 >/dev/null 2>&1 &
+victim=$!
 run_cmd survivor "$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 3 &
 server=$!
-wait_for_listen "$port" 30
-"$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 3 127.0.0.1 >/dev/null 2>&1 &
-victim=$!
-sleep 3
+for ((i = 0; i < 300; i++)); do
+    grep -q "remote address" "$TEST_TMP/survivor.out" 2>/dev/null && break
+    sleep 0.1
+done
+sleep 1
 kill -KILL "$victim"
 start=$SECONDS
 wait "$server"

@@ -108,7 +108,7 @@ using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy
 using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
 //! [raii]
 
-//! [options]
+//! [parse_options]
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;
 constexpr long long kMaxDepth = 1LL << 24;
@@ -252,7 +252,7 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout };
     }
     return options;
 }
-//! [options]
+//! [parse_options]
 
 //! [enum_text]
 [[nodiscard]] const char* port_state_text(ibv_port_state state) {
@@ -349,25 +349,25 @@ struct GidEntry {
     ibv_gid_type type = IBV_GID_TYPE_IB;
 };
 
-[[nodiscard]] bool is_zero_gid(const GidBytes& gid) {
+[[nodiscard]] bool is_zero_gid(const std::array<std::uint8_t, 16>& gid) {
     return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });
 }
 
 // ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address.
-[[nodiscard]] bool is_ipv4_mapped(const GidBytes& gid) {
+[[nodiscard]] bool is_ipv4_mapped(const std::array<std::uint8_t, 16>& gid) {
     return std::all_of(gid.begin(), gid.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
            gid[10] == 0xff && gid[11] == 0xff;
 }
 
 // A GID is an IPv6 address; inet_ntop already writes an IPv4-mapped one as ::ffff:127.0.0.1.
-[[nodiscard]] std::string format_gid(const GidBytes& gid) {
+[[nodiscard]] std::string format_gid(const std::array<std::uint8_t, 16>& gid) {
     char text[INET6_ADDRSTRLEN] = {};
     inet_ntop(AF_INET6, gid.data(), text, sizeof text);
     return text;
 }
 
 // "127.0.0.1" for ::ffff:127.0.0.1, nothing for any other GID.
-[[nodiscard]] std::optional<std::string> ipv4_of(const GidBytes& gid) {
+[[nodiscard]] std::optional<std::string> ipv4_of(const std::array<std::uint8_t, 16>& gid) {
     if (!is_ipv4_mapped(gid)) {
         return std::nullopt;
     }
@@ -1294,15 +1294,25 @@ struct LocalPort {
     }
 }
 
-// The usual reason behind a failed work completion, as a hint for the reader.
-[[nodiscard]] std::string wc_status_cause(ibv_wc_status status) {
+// The usual reason behind a failed work completion, as a hint for the reader. Providers differ:
+// a message longer than the receive buffer is IBV_WC_LOC_LEN_ERR at the receiver and
+// IBV_WC_REM_INV_REQ_ERR at the sender on most NICs; Soft-RoCE (rxe) reports
+// IBV_WC_LOC_QP_OP_ERR and IBV_WC_REM_OP_ERR.
+[[nodiscard]] std::string wc_status_cause(ibv_wc_status status, bool receive) {
+    const std::string same_size = "both sides must use the same -s";
     switch (status) {
         case IBV_WC_LOC_LEN_ERR:
-            return "a message was longer than the receive buffer posted for it: both sides must "
-                   "use the same -s";
+            return "a message was longer than the receive buffer posted for it: " + same_size;
+        case IBV_WC_LOC_QP_OP_ERR:
+            return receive ? "the incoming message did not fit the posted receive (Soft-RoCE "
+                             "reports a too-long message so): " +
+                                 same_size
+                           : "the send request was invalid for this QP";
         case IBV_WC_REM_INV_REQ_ERR:
-            return "the peer rejected our message, usually because it is longer than the peer's "
-                   "receive buffer: both sides must use the same -s";
+        case IBV_WC_REM_OP_ERR:
+            return "the peer could not take our message, usually because it is longer than the "
+                   "peer's receive buffer: " +
+                   same_size;
         case IBV_WC_RETRY_EXC_ERR:
             return "the peer's QP stopped acknowledging (after retries): the peer process died or "
                    "was killed, or the path (GID, MTU) is wrong";
@@ -1315,13 +1325,13 @@ struct LocalPort {
     }
 }
 
-// A failed work completion: exit code 1, naming the status and its likely cause.
-[[noreturn]] void throw_wc_error(const ibv_wc& wc) {
+// A failed work completion: exit code 1, naming the status and its likely cause. (In an error
+// completion only wr_id, status and qp_num are valid, not opcode: the caller says which it was.)
+[[noreturn]] void throw_wc_error(const ibv_wc& wc, bool receive) {
     throw TutorialError(kExitRdma,
-                        std::string((wc.opcode & IBV_WC_RECV) != 0 ? "receive" : "send") +
-                            " failed: " + wc_status_name(wc.status) + " (" +
-                            ibv_wc_status_str(wc.status) + ")",
-                        wc_status_cause(wc.status));
+                        std::string(receive ? "receive" : "send") + " failed: " +
+                            wc_status_name(wc.status) + " (" + ibv_wc_status_str(wc.status) + ")",
+                        wc_status_cause(wc.status, receive));
 }
 //! [wc_status]
 
@@ -1448,7 +1458,7 @@ void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::s
             continue;
         }
         if (wc.status != IBV_WC_SUCCESS) {
-            throw_wc_error(wc);
+            throw_wc_error(wc, wc.wr_id == 1);
         }
         ++done;
         if (wc.opcode == IBV_WC_RECV) {

@@ -1,0 +1,376 @@
+// Step 04 unit tests: wire format, QP masks, the latency figures, the --check pattern and
+// negotiation, options.
+#define RDMA_TUTORIAL_UNIT_TEST
+#include "../main.cpp"
+
+#include <gtest/gtest.h>
+
+namespace tutorial {
+namespace {
+
+std::vector<char> bytes_of(std::string_view text, bool with_nul = true) {
+    std::vector<char> bytes(text.begin(), text.end());
+    if (with_nul) {
+        bytes.push_back('\0');
+    }
+    return bytes;
+}
+
+// LID:QPN:PSN as given, then a GID field of zeros that makes the text 51 characters long.
+std::vector<char> padded(std::string_view fields) {
+    std::string text(fields);
+    text += ':';
+    text.resize(kWireMessageSize - 1, '0');
+    return bytes_of(text);
+}
+
+constexpr std::string_view kValid = "0000:000011:a1b2c3:00000000000000000000ffff7f000001";
+
+TEST(WireFormat, MessageIs52BytesWithTheNulLast) {
+    EXPECT_EQ(kWireMessageSize, 52u);
+    EXPECT_EQ(sizeof kDoneMessage, 5u);
+}
+
+TEST(WireFormat, FormatsLikeIbvRcPingpong) {
+    QpEndpointInfo info;
+    info.lid = 0x1a;
+    info.qpn = 0x11;
+    info.psn = 0xa1b2c3;
+    info.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    const WireMessage message = format_wire_message(info);
+    EXPECT_EQ(std::string(message.data()), "001a:000011:a1b2c3:00000000000000000000ffff7f000001");
+    EXPECT_EQ(message.back(), '\0');
+}
+
+TEST(WireFormat, RoundTrips) {
+    QpEndpointInfo info;
+    info.lid = 0xbeef;
+    info.qpn = 0xfffffe;
+    info.psn = 0xffffff;
+    for (std::size_t i = 0; i < info.gid.size(); ++i) {
+        info.gid[i] = static_cast<std::uint8_t>(0xf0 + i);
+    }
+    const WireMessage message = format_wire_message(info);
+    std::string error;
+    const auto parsed = parse_wire_message(message, error);
+    ASSERT_TRUE(parsed) << error;
+    EXPECT_EQ(parsed->lid, info.lid);
+    EXPECT_EQ(parsed->qpn, info.qpn);
+    EXPECT_EQ(parsed->psn, info.psn);
+    EXPECT_EQ(parsed->gid, info.gid);
+}
+
+TEST(WireFormat, ParsesTheMessageCapturedFromIbvRcPingpong) {
+    // Bytes an ibv_rc_pingpong server (rdma-core 44) sent in the lab, NUL included.
+    const auto bytes = bytes_of("0000:000013:03802a:00000000000000000000ffff7f000001");
+    std::string error;
+    const auto parsed = parse_wire_message(bytes, error);
+    ASSERT_TRUE(parsed) << error;
+    EXPECT_EQ(parsed->lid, 0);
+    EXPECT_EQ(parsed->qpn, 0x13u);
+    EXPECT_EQ(parsed->psn, 0x03802au);
+    EXPECT_EQ(format_gid(parsed->gid), "::ffff:127.0.0.1");
+}
+
+TEST(WireFormat, AcceptsUppercaseHex) {
+    std::string error;
+    EXPECT_TRUE(
+        parse_wire_message(bytes_of("00AB:0000FF:ABCDEF:FE800000000000000200FFFEFE000000"), error))
+        << error;
+}
+
+struct Malformed {
+    const char* name;
+    std::vector<char> bytes;
+    const char* expected_error;  // a substring of the error
+};
+
+std::vector<Malformed> malformed_messages() {
+    std::vector<char> no_nul = bytes_of(kValid, false);
+    no_nul.push_back('x');
+    std::vector<char> inner_nul = bytes_of(kValid);
+    inner_nul[20] = '\0';
+    std::vector<char> control = bytes_of(kValid);
+    control[2] = '\x01';
+    std::vector<char> high_bit = bytes_of(kValid);
+    high_bit[30] = static_cast<char>(0xc3);
+    return {
+        {"empty", {}, "expected 52 bytes, got 0"},
+        {"short", bytes_of("0000:000011:a1b2c3:0000"), "expected 52 bytes, got 24"},
+        {"long", bytes_of(std::string(kValid) + "0"), "expected 52 bytes, got 53"},
+        {"no NUL, only the text", bytes_of(kValid, false), "expected 52 bytes, got 51"},
+        {"last byte not NUL", no_nul, "does not end with a NUL"},
+        {"NUL inside", inner_nul, "NUL byte at offset 20"},
+        {"non-hex LID", bytes_of("00g0:000011:a1b2c3:00000000000000000000ffff7f000001"),
+         "LID is not hex"},
+        {"non-hex QPN", bytes_of("0000:00z011:a1b2c3:00000000000000000000ffff7f000001"),
+         "QPN is not hex"},
+        {"non-hex PSN", bytes_of("0000:000011:a1b2c?:00000000000000000000ffff7f000001"),
+         "PSN is not hex"},
+        {"QPN out of range", padded("0000:1000000:a1b2c3"),
+         "QPN is out of range (at most 0xffffff)"},
+        {"PSN out of range", padded("0000:000011:1a1b2c3"),
+         "PSN is out of range (at most 0xffffff)"},
+        {"QPN too short", bytes_of("0000:00011:a1b2c3:000000000000000000000ffff7f000001"),
+         "QPN must be exactly 6 hex digits, got 5"},
+        {"QPN with leading zeros too long",
+         bytes_of("0000:0000011:1b2c3:00000000000000000000ffff7f000001"),
+         "QPN must be exactly 6 hex digits, got 7"},
+        {"LID too long", bytes_of("00000:00011:a1b2c3:00000000000000000000ffff7f000001"),
+         "LID must be exactly 4 hex digits, got 5"},
+        {"empty LID", padded(":000011:a1b2c3"), "LID is empty"},
+        {"spaces instead of zeros", bytes_of("   0:000011:a1b2c3:00000000000000000000ffff7f000001"),
+         "LID is not hex"},
+        {"sign", bytes_of("0000:+00011:a1b2c3:00000000000000000000ffff7f000001"), "QPN is not hex"},
+        {"0x prefix", bytes_of("0000:0x0011:a1b2c3:00000000000000000000ffff7f000001"),
+         "QPN is not hex"},
+        {"QPN 0 is QP0", bytes_of("0000:000000:a1b2c3:00000000000000000000ffff7f000001"),
+         "special QP"},
+        {"QPN 1 is QP1", bytes_of("0000:000001:a1b2c3:00000000000000000000ffff7f000001"),
+         "special QP"},
+        {"GID with a colon", bytes_of("0000:000011:a1b2c3:0000000000000000000:ffff7f000001"),
+         "GID is not hex"},
+        {"GID with a letter", bytes_of("0000:000011:a1b2c3:00000000000000000000ffff7f00000g"),
+         "GID is not hex"},
+        {"GID as text", padded("0000:000011:a1b2c3:::ffff:127.0.0.1"), "GID is not hex"},
+        {"GID too short", bytes_of("0000:000011:a1b2c3:0000000000000000000ffff7f000001:"),
+         "GID is not hex"},
+        {"three fields", padded("0000:000011a1b2c3"), "expected 4 fields"},
+        {"control character", control, "LID is not hex"},
+        {"high-bit byte", high_bit, "GID is not hex"},
+        {"all garbage", std::vector<char>(52, '\xff'), "does not end with a NUL"},
+        {"HTTP request", bytes_of("GET / HTTP/1.1\r\nHost: x\r\n\r\n------------------------"),
+         "expected 4 fields"},
+    };
+}
+
+TEST(WireFormat, RejectsMalformedMessagesAndSaysWhy) {
+    const std::vector<Malformed> cases = malformed_messages();
+    ASSERT_GE(cases.size(), 15u);
+    for (const Malformed& c : cases) {
+        std::string error;
+        EXPECT_FALSE(parse_wire_message(c.bytes, error)) << c.name;
+        EXPECT_NE(error.find(c.expected_error), std::string::npos)
+            << c.name << ": error was '" << error << "'";
+    }
+}
+
+TEST(WireFormat, PrintableBytesShowsWhatArrived) {
+    const std::vector<char> bytes = {'a', '\0', '\x01', '"', '\xff'};
+    EXPECT_EQ(printable_bytes(bytes), "\"a\\0\\x01\\\"\\xff\"");
+    EXPECT_EQ(printable_bytes(std::vector<char>(70, 'x'), 4), "\"xxxx\"...");
+}
+
+TEST(Transitions, MasksAreWhatIbvModifyQpRequiresForRc) {
+    EXPECT_EQ(rc_transition_mask(IBV_QPS_RESET, IBV_QPS_INIT),
+              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    EXPECT_EQ(rc_transition_mask(IBV_QPS_INIT, IBV_QPS_RTR),
+              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    EXPECT_EQ(rc_transition_mask(IBV_QPS_RTR, IBV_QPS_RTS),
+              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                  IBV_QP_MAX_QP_RD_ATOMIC);
+    EXPECT_EQ(rc_transition_mask(IBV_QPS_RESET, IBV_QPS_RTS), 0);
+    EXPECT_EQ(rc_transition_mask(IBV_QPS_INIT, IBV_QPS_RTS), 0);
+}
+
+TEST(Transitions, MaskTextNamesEveryBit) {
+    EXPECT_EQ(attr_mask_text(kInitMask),
+              "IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS");
+    EXPECT_EQ(attr_mask_text(kRtsMask),
+              "IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | "
+              "IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC");
+}
+
+TEST(Transitions, RtrSetsTheGrhOnEthernetWhateverTheGid) {
+    QpEndpointInfo remote;
+    remote.qpn = 0x22;
+    remote.psn = 0x123456;
+    remote.gid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // interface id 0
+    const ibv_qp_attr roce = rtr_attributes(remote, IBV_MTU_1024, true, 1, 1);
+    EXPECT_EQ(roce.ah_attr.is_global, 1);
+    EXPECT_EQ(roce.ah_attr.grh.sgid_index, 1);
+    EXPECT_EQ(roce.ah_attr.grh.hop_limit, 1);
+    EXPECT_EQ(std::memcmp(roce.ah_attr.grh.dgid.raw, remote.gid.data(), 16), 0);
+    EXPECT_EQ(roce.dest_qp_num, 0x22u);
+    EXPECT_EQ(roce.rq_psn, 0x123456u);
+    EXPECT_EQ(roce.path_mtu, IBV_MTU_1024);
+    EXPECT_EQ(roce.ah_attr.port_num, 1);
+    remote.lid = 7;
+    remote.gid = {};  // InfiniBand inside a subnet: no GID, no GRH
+    const ibv_qp_attr ib = rtr_attributes(remote, IBV_MTU_2048, false, 0, 2);
+    EXPECT_EQ(ib.ah_attr.is_global, 0);
+    EXPECT_EQ(ib.ah_attr.dlid, 7);
+    EXPECT_EQ(ib.ah_attr.port_num, 2);
+}
+
+TEST(Transitions, RtsBoundsTheRetries) {
+    const ibv_qp_attr attr = rts_attributes(0xabcdef);
+    EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(attr.sq_psn, 0xabcdefu);
+    EXPECT_EQ(attr.timeout, 14);
+    EXPECT_EQ(attr.retry_cnt, 7);
+    EXPECT_EQ(attr.max_rd_atomic, 1);
+}
+
+TEST(Transitions, PsnsAreRandom24BitValues) {
+    std::uint32_t seen_or = 0;
+    for (int i = 0; i < 64; ++i) {
+        const std::uint32_t psn = random_psn();
+        EXPECT_LE(psn, 0xffffffu);
+        seen_or |= psn;
+    }
+    EXPECT_GT(seen_or, 0xffffu);
+}
+
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    for (std::string& arg : args) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    return argv;
+}
+
+Options parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "step04_pingpong");
+    std::vector<char*> argv = argv_of(args);
+    return parse_options(static_cast<int>(args.size()), argv.data());
+}
+
+TEST(Options, DefaultsAreRcPingpongs) {
+    const Options options = parse({});
+    EXPECT_EQ(options.size, 4096u);
+    EXPECT_EQ(options.iters, 1000);
+    EXPECT_EQ(options.rx_depth, 500);
+    EXPECT_EQ(options.warmup, 0);
+    EXPECT_FALSE(options.check);
+    EXPECT_EQ(options.tcp_port, 18515);
+    EXPECT_EQ(options.timeout_seconds, 10);
+    EXPECT_EQ(options.gid_index, -1);
+    EXPECT_EQ(options.mtu, 1024);
+    EXPECT_TRUE(options.host.empty());
+}
+
+TEST(Options, HostMakesAClient) {
+    const Options options = parse({"-p", "20000", "-g", "1", "-m", "1024", "127.0.0.1"});
+    EXPECT_EQ(options.host, "127.0.0.1");
+    EXPECT_EQ(options.tcp_port, 20000);
+    EXPECT_EQ(options.gid_index, 1);
+    EXPECT_EQ(options.mtu, 1024);
+}
+
+TEST(Options, RejectsBadValues) {
+    EXPECT_THROW(parse({"-p", "0"}), UsageError);
+    EXPECT_THROW(parse({"-p", "65536"}), UsageError);
+    EXPECT_THROW(parse({"-m", "1000"}), UsageError);
+    EXPECT_THROW(parse({"--timeout", "0"}), UsageError);
+    EXPECT_THROW(parse({"--timeout", "5s"}), UsageError);
+    EXPECT_THROW(parse({"a", "b"}), UsageError);
+    EXPECT_THROW(parse({"--bind", "127.0.0.1", "host"}), UsageError);
+    EXPECT_THROW(parse({"--nope"}), UsageError);
+    EXPECT_THROW(parse({"-s", "0"}), UsageError);
+    EXPECT_THROW(parse({"-n", "1"}), UsageError);
+    EXPECT_THROW(parse({"--warmup", "-1"}), UsageError);
+}
+
+TEST(Options, RcPingpongOptionsAndOurs) {
+    const Options options =
+        parse({"-s", "1",    "-n", "20000", "-r", "100",   "-m",       "2048", "-g",      "1",
+               "-d", "rxe0", "-i", "1",     "-p", "19999", "--warmup", "100",  "--check", "host"});
+    EXPECT_EQ(options.size, 1u);
+    EXPECT_EQ(options.iters, 20000);
+    EXPECT_EQ(options.rx_depth, 100);
+    EXPECT_EQ(options.mtu, 2048);
+    EXPECT_EQ(options.device_name, "rxe0");
+    EXPECT_EQ(options.warmup, 100);
+    EXPECT_TRUE(options.check);
+    EXPECT_EQ(options.host, "host");
+}
+
+// Round trips 2, 4, ..., 20 usec: halved 1..10. The 2 largest leave the count (m = 8).
+TEST(LatencyStats, FollowsPerftestOnKnownSamples) {
+    std::vector<double> round_trips;
+    for (int i = 10; i >= 1; --i) {
+        round_trips.push_back(2.0 * i);
+    }
+    const LatencyStats stats = compute_latency_stats(round_trips);
+    EXPECT_EQ(stats.samples, 8u);
+    EXPECT_DOUBLE_EQ(stats.t_min, 1.0);
+    EXPECT_DOUBLE_EQ(stats.t_max, 9.0);      // sample[m], not sample[m - 1]
+    EXPECT_DOUBLE_EQ(stats.t_typical, 4.5);  // m even: mean of samples m/2 - 1 and m/2
+    EXPECT_DOUBLE_EQ(stats.t_avg, 4.5);
+    EXPECT_NEAR(stats.t_stdev, std::sqrt(5.25), 1e-12);
+    EXPECT_DOUBLE_EQ(stats.p99, 9.0);  // sample[ceil(8 * 0.99)] = sample[8]
+    EXPECT_DOUBLE_EQ(stats.p999, 9.0);
+}
+
+TEST(LatencyStats, IndexesPercentilesLikePerftest) {
+    std::vector<double> round_trips;
+    for (int i = 1000; i >= 1; --i) {
+        round_trips.push_back(i);  // halved: 0.5 .. 500
+    }
+    const LatencyStats stats = compute_latency_stats(round_trips);
+    EXPECT_EQ(stats.samples, 998u);
+    EXPECT_DOUBLE_EQ(stats.t_typical, (500.0 + 499.0) / 4);  // (s[499] + s[498]) / 2, halved
+    EXPECT_DOUBLE_EQ(stats.p99, 990.0 / 2);                  // s[ceil(998 * 0.99)] = s[989] = 990
+    EXPECT_DOUBLE_EQ(stats.p999, 999.0 / 2);                 // s[ceil(998 * 0.999)] = s[998] = 999
+    EXPECT_DOUBLE_EQ(stats.t_max, 999.0 / 2);  // s[998]: the largest sample is left out
+}
+
+TEST(LatencyStats, OddCountTakesTheMiddleSample) {
+    const LatencyStats stats = compute_latency_stats({10, 2, 6, 4, 8, 100, 200});  // m = 5
+    EXPECT_EQ(stats.samples, 5u);
+    EXPECT_DOUBLE_EQ(stats.t_typical, 3.0);  // sorted 2 4 6 8 10 | 100 200: s[2] / 2
+    EXPECT_DOUBLE_EQ(stats.t_avg, 3.0);
+}
+
+TEST(LatencyStats, FewSamplesStayInBounds) {
+    EXPECT_EQ(compute_latency_stats({}).samples, 0u);
+    const LatencyStats one = compute_latency_stats({4});
+    EXPECT_DOUBLE_EQ(one.t_min, 2.0);
+    EXPECT_DOUBLE_EQ(one.p999, 2.0);
+    const LatencyStats two = compute_latency_stats({4, 8});
+    EXPECT_DOUBLE_EQ(two.t_max, 4.0);
+}
+
+TEST(Summary, PrintsIbvRcPingpongsTwoLines) {
+    EXPECT_EQ(rc_pingpong_summary(4096, 1000, 250000.0),
+              "8192000 bytes in 0.25 seconds = 262.14 Mbit/sec\n"
+              "1000 iters in 0.25 seconds = 250.00 usec/iter\n");
+}
+
+TEST(Summary, TableHasIbSendLatsColumns) {
+    LatencyStats stats;
+    stats.t_min = 1.5;
+    const std::string table = latency_table(2, 10000, stats);
+    EXPECT_NE(table.find(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+                         "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% "
+                         "percentile[usec] \n"),
+              std::string::npos);
+    EXPECT_NE(table.find(" 2       10000          1.50 "), std::string::npos);
+}
+
+TEST(CheckPattern, DependsOnIterationAndOffset) {
+    std::vector<std::byte> message(1000);
+    fill_pattern(message, 7);
+    EXPECT_EQ(find_pattern_mismatch(message, 7), std::nullopt);
+    EXPECT_EQ(find_pattern_mismatch(message, 8), std::optional<std::size_t>(0));
+    message[600] ^= std::byte{1};
+    EXPECT_EQ(find_pattern_mismatch(message, 7), std::optional<std::size_t>(600));
+    std::vector<std::byte> shifted(1000);
+    fill_pattern(shifted, 7 + 251);  // a whole period later: the same bytes, by design of mod
+    EXPECT_EQ(find_pattern_mismatch(shifted, 7), std::nullopt);
+}
+
+TEST(CheckNegotiation, NothingOrCheckElseAPeerError) {
+    EXPECT_FALSE(peer_offers_check({}, "peer"));
+    EXPECT_TRUE(peer_offers_check(std::span(kCheckMessage, sizeof kCheckMessage), "peer"));
+    const std::string junk = "chec";
+    EXPECT_THROW((void)peer_offers_check(junk, "peer"), TutorialError);
+    const std::string done_again("done", 5);
+    EXPECT_THROW((void)peer_offers_check(done_again, "peer"), TutorialError);
+}
+
+}  // namespace
+}  // namespace tutorial

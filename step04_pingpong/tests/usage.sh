@@ -1,0 +1,21 @@
+# step04_pingpong: --help exits 0 with the usage; a bad option or value exits 2 with one line.
+source "$TESTLIB"
+prog=$1
+run_cmd help "$prog" --help
+expect_exit help 0
+expect_match help out '^usage: step04_pingpong \[options\] +start a server'
+expect_match help out '^      --check '
+run_cmd unknown "$prog" --no-such-option
+expect_exit unknown 2
+expect_line unknown err "step04_pingpong: unknown option '--no-such-option'"
+expect_match unknown err '^usage: '
+run_cmd badport "$prog" -p 70000
+expect_exit badport 2
+expect_line badport err "step04_pingpong: --port must be a whole number from 1 to 65535 (got '70000')"
+run_cmd badmtu "$prog" -m 1000
+expect_exit badmtu 2
+expect_line badmtu err "step04_pingpong: --mtu must be 256, 512, 1024, 2048 or 4096 (got '1000')"
+run_cmd iters "$prog" -n 1
+expect_exit iters 2
+expect_line iters err "step04_pingpong: --iters must be a whole number from 2 to 100000000 (got '1')"
+echo PASS

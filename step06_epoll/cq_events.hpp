@@ -40,7 +40,11 @@ class CqEventTracker {
         ++drains_;
         if (found == 0) {
             ++empty_drains_;  // legal: the CQE was reaped by an earlier drain
+            if (suspect_) {
+                ++late_events_;  // the safety net only beat an event that was on its way
+            }
         }
+        suspect_ = false;
         completions_ += found;
     }
     /// The safety-net poll (epoll_wait timed out) found `found` completions.
@@ -48,6 +52,7 @@ class CqEventTracker {
         if (found > 0) {
             ++safety_net_finds_;
             completions_ += found;
+            suspect_ = true;
         }
     }
 
@@ -64,6 +69,15 @@ class CqEventTracker {
         acked_ += count;
     }
 
+    /// Marks everything outstanding as acknowledged and returns how many that
+    /// was: the count for the final ibv_ack_cq_events before ibv_destroy_cq.
+    [[nodiscard]] std::uint32_t take_all_acks() noexcept {
+        const std::uint32_t left = unacked_;
+        unacked_ = 0;
+        acked_ += left;
+        return left;
+    }
+
     [[nodiscard]] std::uint64_t received() const { return received_; }
     [[nodiscard]] std::uint64_t acked() const { return acked_; }
     [[nodiscard]] std::uint64_t rearms() const { return rearms_; }
@@ -71,6 +85,11 @@ class CqEventTracker {
     [[nodiscard]] std::uint64_t empty_drains() const { return empty_drains_; }
     [[nodiscard]] std::uint64_t completions() const { return completions_; }
     [[nodiscard]] std::uint64_t safety_net_finds() const { return safety_net_finds_; }
+    /// Finds whose event did arrive afterwards (its drain found the CQ empty):
+    /// the CQE was visible before the kernel had queued the event. Not lost.
+    [[nodiscard]] std::uint64_t late_events() const { return late_events_; }
+    /// Finds whose event never came: the wake-ups the driver lost.
+    [[nodiscard]] std::uint64_t lost_wakeups() const { return safety_net_finds_ - late_events_; }
     /// The invariant that lets ibv_destroy_cq() return: every event acked.
     [[nodiscard]] bool balanced() const { return acked_ == received_ && unacked_ == 0; }
 
@@ -85,6 +104,8 @@ class CqEventTracker {
     std::uint64_t empty_drains_ = 0;
     std::uint64_t completions_ = 0;
     std::uint64_t safety_net_finds_ = 0;
+    std::uint64_t late_events_ = 0;
+    bool suspect_ = false;
 };
 //! [tracker]
 
@@ -141,10 +162,9 @@ ChannelPass service_channel(Source& source, CqEventTracker& tracker, std::span<W
 /// Before ibv_destroy_cq(): acknowledge whatever is still outstanding, or the
 /// destroy blocks forever waiting for it.
 template <typename Source>
-void ack_all_before_destroy(Source& source, CqEventTracker& tracker) {
-    if (const std::uint32_t left = tracker.acks_outstanding(); left > 0) {
-        source.ack(left);
-        tracker.on_acked(left);
+void ack_all_before_destroy(Source& source, CqEventTracker& tracker) noexcept {
+    if (const std::uint32_t left = tracker.take_all_acks(); left > 0) {
+        source.ack(left);  // must not throw: it runs in destructors
     }
     assert(tracker.balanced());
 }

@@ -394,8 +394,10 @@ CpuUsage cpu_usage() {
     rusage usage{};
     ::getrusage(RUSAGE_SELF, &usage);
     CpuUsage c;
-    c.user_s = static_cast<double>(usage.ru_utime.tv_sec) + usage.ru_utime.tv_usec / 1e6;
-    c.system_s = static_cast<double>(usage.ru_stime.tv_sec) + usage.ru_stime.tv_usec / 1e6;
+    c.user_s = static_cast<double>(usage.ru_utime.tv_sec) +
+               static_cast<double>(usage.ru_utime.tv_usec) / 1e6;
+    c.system_s = static_cast<double>(usage.ru_stime.tv_sec) +
+                 static_cast<double>(usage.ru_stime.tv_usec) / 1e6;
     c.voluntary = usage.ru_nvcsw;
     c.involuntary = usage.ru_nivcsw;
     return c;
@@ -631,6 +633,7 @@ struct ClientSession {
 struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
     std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
+    std::uint64_t late_events = 0, lost_wakeups = 0;
 };
 
 class Server {
@@ -756,34 +759,14 @@ void Server::on_socket(ClientSession& s) {
                    &ServerTotals::rejected);
             return;
         }
-        // Take whatever completed before the peer left, then judge.
-        const std::uint64_t id = s.id;
-        on_channel(s);
-        while (sessions_.count(id) != 0) {
-            std::array<ibv_wc, 16> batch{};
-            int n = 0;
-            try {
-                n = s.endpoint->poll(batch);
-            } catch (const std::exception& e) {
-                finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
-                return;
-            }
-            if (n == 0) {
-                break;
-            }
-            progress(s, std::span<const ibv_wc>(batch.data(), static_cast<std::size_t>(n)));
-        }
-        if (sessions_.count(id) == 0) {
+        if (s.state == ClientSession::State::await_done) {
+            finish(s.id, "rejected: peer closed before sending \"done\"", &ServerTotals::rejected);
             return;
         }
-        if (s.pingpong->received() == o_.iters && s.pingpong->sent() == o_.iters) {
-            finish(s.id, "complete", &ServerTotals::complete);
-        } else {
-            finish(s.id,
-                   "failed: client disconnected after " + std::to_string(s.pingpong->received()) +
-                       " of " + std::to_string(o_.iters) + " messages; its resources are freed",
-                   &ServerTotals::failed);
-        }
+        // ibv_rc_pingpong (and step05's class) close the TCP connection after the
+        // handshake: from here on only the QP tells whether the client is alive.
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.socket.get(), nullptr);
+        s.socket.reset();
         return;
     }
     s.inbox.insert(s.inbox.end(), chunk, chunk + n);
@@ -895,10 +878,12 @@ void Server::safety_net_sweep(bool timed_out) {
             continue;
         }
         s.endpoint->events().on_safety_net_poll(static_cast<std::uint64_t>(n));
-        if (n > 0) {
+        if (n > 0 && o_.verbose) {
             std::printf(
                 "server: client %llu (%s): safety net found %d completion(s) without an event\n",
                 static_cast<unsigned long long>(id), s.peer.c_str(), n);
+        }
+        if (n > 0) {
             progress(s, std::span<const ibv_wc>(batch.data(), static_cast<std::size_t>(n)));
         }
     }
@@ -923,17 +908,21 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         char stats[320];
         std::snprintf(stats, sizeof stats,
                       "; %u received, %u sent, %u verified; events %llu, acked %llu, empty drains "
-                      "%llu, safety-net finds %llu",
+                      "%llu, safety-net finds %llu (late events %llu, lost wake-ups %llu)",
                       s.pingpong->received(), s.pingpong->sent(), s.pingpong->verified(),
                       static_cast<unsigned long long>(ev.received()),
                       static_cast<unsigned long long>(ev.acked()),
                       static_cast<unsigned long long>(ev.empty_drains()),
-                      static_cast<unsigned long long>(ev.safety_net_finds()));
+                      static_cast<unsigned long long>(ev.safety_net_finds()),
+                      static_cast<unsigned long long>(ev.late_events()),
+                      static_cast<unsigned long long>(ev.lost_wakeups()));
         line += stats;
         totals_.events += ev.received();
         totals_.acked += ev.acked();
         totals_.empty_drains += ev.empty_drains();
         totals_.safety_net_finds += ev.safety_net_finds();
+        totals_.late_events += ev.late_events();
+        totals_.lost_wakeups += ev.lost_wakeups();
         totals_.messages += s.pingpong->received();
     }
     std::printf("%s\n", line.c_str());
@@ -955,6 +944,10 @@ int Server::run() {
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    // A shell starts background jobs with SIGINT ignored; an ignored signal is
+    // discarded, never queued, so restore the default before blocking it.
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
         throw std::system_error(errno, std::generic_category(), "sigprocmask");
     }
@@ -1007,6 +1000,17 @@ int Server::run() {
         for (auto it = sessions_.begin(); it != sessions_.end();) {
             const auto id = (it++)->first;
             ClientSession& s = sessions_.at(id);
+            if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s)) {
+                // A client killed while we wait for its next message leaves no trace
+                // but silence (with a reply in flight, IBV_WC_RETRY_EXC_ERR comes first).
+                finish(id,
+                       "failed: no message for " + std::to_string(o_.timeout_s) + " s after " +
+                           std::to_string(s.pingpong->received()) + " of " +
+                           std::to_string(o_.iters) +
+                           " (client killed or stalled); its resources are freed",
+                       &ServerTotals::failed);
+                continue;
+            }
             if (s.state == ClientSession::State::handshake && now > s.handshake_deadline) {
                 finish(id,
                        "rejected: no handshake within " + std::to_string(o_.timeout_s) + " s (" +
@@ -1038,11 +1042,13 @@ int Server::run() {
                 static_cast<unsigned long long>(totals_.messages));
     std::printf(
         "server: CQ events: received %llu, acked %llu, empty drains %llu, safety-net finds "
-        "%llu\n",
+        "%llu (late events %llu, lost wake-ups %llu)\n",
         static_cast<unsigned long long>(totals_.events),
         static_cast<unsigned long long>(totals_.acked),
         static_cast<unsigned long long>(totals_.empty_drains),
-        static_cast<unsigned long long>(totals_.safety_net_finds));
+        static_cast<unsigned long long>(totals_.safety_net_finds),
+        static_cast<unsigned long long>(totals_.late_events),
+        static_cast<unsigned long long>(totals_.lost_wakeups));
     std::printf(
         "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
         "involuntary\n",
@@ -1289,7 +1295,7 @@ int run_client(const Options& o) {
     const double seconds = elapsed.count();
     const long long bytes = static_cast<long long>(o.size) * o.iters * 2;
     std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, seconds,
-                bytes * 8.0 / seconds / 1e6);
+                static_cast<double>(bytes) * 8.0 / seconds / 1e6);
     std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
                 seconds * 1e6 / o.iters);
     print_latency_table(o.size, one_way_us.size(), compute_stats(one_way_us));
@@ -1299,11 +1305,14 @@ int run_client(const Options& o) {
     ack_all_before_destroy(ep, ep.events());
     const CqEventTracker& ev = ep.events();
     std::printf(
-        "client: mode %s, events %llu, acked %llu, empty drains %llu, safety-net finds %llu\n",
+        "client: mode %s, events %llu, acked %llu, empty drains %llu, safety-net finds %llu (late "
+        "events %llu, lost wake-ups %llu)\n",
         mode_name, static_cast<unsigned long long>(ev.received()),
         static_cast<unsigned long long>(ev.acked()),
         static_cast<unsigned long long>(ev.empty_drains()),
-        static_cast<unsigned long long>(ev.safety_net_finds()));
+        static_cast<unsigned long long>(ev.safety_net_finds()),
+        static_cast<unsigned long long>(ev.late_events()),
+        static_cast<unsigned long long>(ev.lost_wakeups()));
     const double cpu_s =
         (cpu_after.user_s - cpu_before.user_s) + (cpu_after.system_s - cpu_before.system_s);
     std::printf(
@@ -1324,17 +1333,18 @@ int run_client(const Options& o) {
 int main(int argc, char** argv) {
     using namespace tutorial;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    std::optional<Options> options;
     try {
-        const Options options = parse_options(argc, argv);
-        if (options.help) {
+        options = parse_options(argc, argv);
+        if (options->help) {
             std::fputs(kUsage, stdout);
             return kExitOk;
         }
-        if (options.host.empty()) {
-            Server server(options);
+        if (options->host.empty()) {
+            Server server(*options);
             return server.run();
         }
-        return run_client(options);
+        return run_client(*options);
     } catch (const UsageError& e) {
         std::fprintf(stderr, "%s: %s\n%s", kProgram, e.what(), kUsage);
         return kExitUsage;
@@ -1345,16 +1355,27 @@ int main(int argc, char** argv) {
         }
         return e.exit_code();
     } catch (const std::system_error& e) {
-        std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-        if (e.code().value() == ENOMEM) {
+        if (e.code().value() == ENOMEM && std::string_view(e.what()).starts_with("ibv_reg_mr") &&
+            options) {
+            const std::size_t bytes = 2 * options->size;
             rlimit limit{};
             ::getrlimit(RLIMIT_MEMLOCK, &limit);
-            std::fprintf(
-                stderr,
-                "hint: the memlock limit (ulimit -l, now %llu KiB) may be too low: raise it "
-                "with ulimit -l unlimited or in /etc/security/limits.conf\n",
-                static_cast<unsigned long long>(limit.rlim_cur / 1024));
+            const std::string now = limit.rlim_cur == RLIM_INFINITY
+                                        ? std::string("unlimited")
+                                        : std::to_string(limit.rlim_cur / 1024);
+            std::fprintf(stderr, "%s: ibv_reg_mr: %s (registering %zu bytes)\n", kProgram,
+                         std::strerror(ENOMEM), bytes);
+            std::fprintf(stderr,
+                         "hint: the memlock limit (ulimit -l, now %s KiB) is too low to pin %zu "
+                         "bytes: raise it with ulimit -l unlimited or in "
+                         "/etc/security/limits.conf\n",
+                         now.c_str(), bytes);
+        } else {
+            std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
         }
+        return kExitRdma;
+    } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
+        std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
         return kExitRdma;
     }
 }

@@ -7,8 +7,9 @@ require_device
 bin=$1
 for sig in INT TERM; do
     port=$((20000 + RANDOM % 20000))
-    common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 -c 4 --check --timeout 5)
-    run_cmd "server_$sig" "$bin" "${common[@]}" &
+    common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 -c 4 --check --timeout 30)
+    # Started directly (not through run_cmd's subshell) so that kill reaches it.
+    "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
     server=$!
     wait_for_listen "$port"
     pids=()
@@ -16,14 +17,29 @@ for sig in INT TERM; do
         run_cmd "client_${sig}_$i" "$bin" "${common[@]}" -e 127.0.0.1 &
         pids+=($!)
     done
-    sleep 4
+    # Wait until every client is past its handshake (it prints both addresses), then
+    # let the flood run for a moment.
+    for ((t = 0; t < 600; t++)); do
+        ready=0
+        for ((i = 0; i < 4; i++)); do
+            [[ $(grep -c address: "$TEST_TMP/client_${sig}_$i.out" 2>/dev/null) == 2 ]] && ((ready++))
+        done
+        ((ready == 4)) && break
+        sleep 0.1
+    done
+    ((ready == 4)) || fail "only $ready of 4 clients finished their handshake within 60 s"
+    sleep 2
     kill -s "$sig" "$server"
     start=$SECONDS
-    wait "$server"
-    echo "server stopped $((SECONDS - start)) s after SIG$sig"
+    rc=0
+    wait "$server" || rc=$?
+    echo "$rc" >"$TEST_TMP/server_$sig.rc"
+    echo "server stopped $((SECONDS - start)) s after SIG$sig (exit $rc)"
+    sed 's/^/  out| /' "$TEST_TMP/server_$sig.out"
+    sed 's/^/  err| /' "$TEST_TMP/server_$sig.err"
     wait "${pids[@]}"
     echo "clients ended $((SECONDS - start)) s after SIG$sig"
-    ((SECONDS - start < 30)) || fail "clients took $((SECONDS - start)) s to notice the server left"
+    ((SECONDS - start < 60)) || fail "clients took $((SECONDS - start)) s to notice the server left"
     expect_exit "server_$sig" 0
     expect_line "server_$sig" out "server: SIG$sig received: stop accepting, abort 4 in-flight client(s)"
     expect_match "server_$sig" out '^server: clients: 4 connected, 0 complete, 0 failed, 0 rejected, 4 aborted$'

@@ -131,6 +131,26 @@ TEST(CqEventTracker, SafetyNetCountsOnlyPollsThatFoundWork) {
     EXPECT_EQ(t.completions(), 2u);
 }
 
+TEST(CqEventTracker, AFindFollowedByAnEmptyDrainWasALateEventNotALostOne) {
+    CqEventTracker t(1);
+    t.on_safety_net_poll(1);  // the sweep took the CQE before its event was queued
+    t.on_event();             // the event arrives after all
+    t.on_rearm();
+    t.on_drain(0);
+    EXPECT_EQ(t.safety_net_finds(), 1u);
+    EXPECT_EQ(t.late_events(), 1u);
+    EXPECT_EQ(t.lost_wakeups(), 0u);
+    t.on_safety_net_poll(2);  // this time no event ever comes: the next drain finds new work
+    t.on_event();
+    t.on_rearm();
+    t.on_drain(1);
+    EXPECT_EQ(t.lost_wakeups(), 1u);
+    t.on_event();
+    t.on_rearm();
+    t.on_drain(0);  // a later empty drain is not blamed on the old find
+    EXPECT_EQ(t.lost_wakeups(), 1u);
+}
+
 #ifndef NDEBUG
 TEST(CqEventTrackerDeathTest, DrainingBeforeRearmAsserts) {
     CqEventTracker t(1);

@@ -32,10 +32,10 @@ for size in 4096; do
 done
 
 port=$((20000 + RANDOM % 20000))
-run_cmd v2server "$program" -d "$RDMA_DEVICE" -p "$port" -n 10 --timeout 10 &
+run_cmd v2server "$program" -d "$RDMA_DEVICE" -p "$port" -n 10 --timeout 60 &
 server=$!
 wait_for_listen "$port" 30
-run_cmd refclient timeout 20 "${ref[@]}" -p "$port" 127.0.0.1
+run_cmd refclient timeout 60 "${ref[@]}" -p "$port" 127.0.0.1
 wait "$server"
 expect_exit v2server 6
 expect_line v2server err 'step05_endpoint: handshake v2: bad magic 0x30303030 (expected 0x52444d41 "RDMA"); received "0000"'

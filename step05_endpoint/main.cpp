@@ -40,7 +40,7 @@ struct Options {
     int warmup = 0;
     ibv_mtu mtu = IBV_MTU_1024;
     std::uint32_t rx_depth = 500;
-    std::uint32_t tx_depth = 1;
+    std::uint32_t tx_depth = 16;
     std::uint16_t tcp_port = 18515;
     std::string bind_address;
     int timeout_seconds = 10;
@@ -63,7 +63,7 @@ const char* usage_text() {
            "  -n, --iters=N           number of iterations (default 1000)\n"
            "  -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)\n"
            "  -r, --rx-depth=N        receives to keep posted (default 500)\n"
-           "  -t, --tx-depth=N        send queue depth (default 1)\n"
+           "  -t, --tx-depth=N        send queue depth (default 16)\n"
            "  -p, --port=PORT         TCP port of the handshake (default 18515)\n"
            "      --bind=ADDR         server: listen on ADDR only (default: any)\n"
            "      --timeout=SECONDS   limit for connecting, the handshake and every wait (default "
@@ -219,61 +219,82 @@ Options parse_options(int argc, char** argv) {
 
 // ------------------------------------------------------------------ statistics
 
+//! [stats]
+// Copied from step04: perftest's latency figures (ib_send_lat, print_report_lat), reproduced:
+//  - one sample per iteration: the time between two consecutive sends, a full round trip;
+//  - sorted, then the 2 largest samples are dropped (LAT_MEASURE_TAIL) from the count m;
+//  - every figure is halved (a send latency test reports one way: rtt_factor 2);
+//  - t_typical is the median of the first m samples;
+//  - t_max is sample[m], 99% is sample[ceil(m * 0.99)], 99.9% is sample[ceil(m * 0.999)]:
+//    indexes one past the nearest-rank position, as perftest does;
+//  - t_stdev is the population standard deviation of the first m samples.
 struct LatencyStats {
-    std::size_t count = 0;
-    double min = 0, max = 0, typical = 0, average = 0, stdev = 0, p99 = 0, p999 = 0;
+    std::size_t samples = 0;  // m
+    double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p999 = 0;
 };
 
-// Nearest-rank percentile of sorted samples: the smallest sample with at least p of them at or
-// below it.
-double percentile(const std::vector<double>& sorted, double p) {
-    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-    return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
-}
+inline constexpr std::size_t kLatencyMeasureTail = 2;
 
-LatencyStats compute_stats(std::vector<double> samples) {
-    LatencyStats s;
-    if (samples.empty())
-        return s;
-    std::sort(samples.begin(), samples.end());
-    s.count = samples.size();
-    s.min = samples.front();
-    s.max = samples.back();
-    s.typical = samples[samples.size() / 2];
+[[nodiscard]] LatencyStats compute_latency_stats(std::vector<double> round_trips_usec) {
+    LatencyStats stats;
+    if (round_trips_usec.empty()) {
+        return stats;
+    }
+    std::sort(round_trips_usec.begin(), round_trips_usec.end());
+    const std::size_t count = round_trips_usec.size();
+    const std::size_t m = count > kLatencyMeasureTail ? count - kLatencyMeasureTail : count;
+    const auto at = [&](std::size_t index) {
+        return round_trips_usec[std::min(index, count - 1)] / 2;  // halved: one way
+    };
+    stats.samples = m;
+    stats.t_min = at(0);
+    stats.t_max = at(m);
+    stats.t_typical = m % 2 == 0 ? (at(m / 2) + at(m / 2 - 1)) / 2 : at(m / 2);
     double sum = 0;
-    for (double v : samples)
-        sum += v;
-    s.average = sum / static_cast<double>(s.count);
+    for (std::size_t i = 0; i < m; ++i) {
+        sum += at(i);
+    }
+    stats.t_avg = sum / static_cast<double>(m);
     double squares = 0;
-    for (double v : samples)
-        squares += (v - s.average) * (v - s.average);
-    s.stdev = std::sqrt(squares / static_cast<double>(s.count));
-    s.p99 = percentile(samples, 0.99);
-    s.p999 = percentile(samples, 0.999);
-    return s;
+    for (std::size_t i = 0; i < m; ++i) {
+        squares += (at(i) - stats.t_avg) * (at(i) - stats.t_avg);
+    }
+    stats.t_stdev = std::sqrt(squares / static_cast<double>(m));
+    stats.p99 = at(static_cast<std::size_t>(std::ceil(static_cast<double>(m) * 0.99)));
+    stats.p999 = at(static_cast<std::size_t>(std::ceil(static_cast<double>(m) * 0.999)));
+    return stats;
 }
 
-void print_summary(std::size_t size, int iters, double seconds) {
-    const double bytes = static_cast<double>(size) * iters * 2;
-    const double usec = seconds * 1e6;
-    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", static_cast<long long>(bytes),
-                seconds, bytes * 8.0 / usec);
-    std::printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, seconds, usec / iters);
+// ibv_rc_pingpong's two summary lines: both directions' bytes, and the full round trip per iter.
+[[nodiscard]] std::string rc_pingpong_summary(std::size_t size, long long iters, double usec) {
+    const long long bytes = static_cast<long long>(size) * iters * 2;
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "%lld bytes in %.2f seconds = %.2f Mbit/sec\n"
+                  "%lld iters in %.2f seconds = %.2f usec/iter\n",
+                  bytes, usec / 1000000., static_cast<double>(bytes) * 8. / usec, iters,
+                  usec / 1000000., usec / static_cast<double>(iters));
+    return text;
 }
 
-void print_latency_table(std::size_t size, const LatencyStats& s) {
-    const char* rule =
-        "---------------------------------------------------------------------------------------";
-    std::printf("%s\n", rule);
-    std::printf(
-        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
-        "t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec] \n");
-    std::printf(
-        " %-7zu %-10zu %-7.2f        %-7.2f      %-7.2f            %-7.2f             "
-        "%-7.2f            %-7.2f                %-7.2f    \n",
-        size, s.count, s.min, s.max, s.typical, s.average, s.stdev, s.p99, s.p999);
-    std::printf("%s\n", rule);
+inline constexpr char kResultLine[] =
+    "---------------------------------------------------------------------------------------\n";
+
+// The table ib_send_lat prints, with its header and row formats.
+[[nodiscard]] std::string latency_table(std::size_t size, long long iters,
+                                        const LatencyStats& stats) {
+    char row[256];
+    std::snprintf(row, sizeof row,
+                  " %-7zu %lld          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     "
+                  "\t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+                  size, iters, stats.t_min, stats.t_max, stats.t_typical, stats.t_avg,
+                  stats.t_stdev, stats.p99, stats.p999);
+    return std::string(kResultLine) +
+           " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+           "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
+           row + kResultLine;
 }
+//! [stats]
 
 // ------------------------------------------------------------------ payload patterns
 
@@ -312,83 +333,107 @@ void print_address(const char* label, const PeerInfo& info) {
                 info.psn, gid_to_string(info.gid).c_str());
 }
 
-constexpr std::uint64_t kRecvWrId = 1, kSendWrId = 2;
+constexpr std::uint64_t kRecvWrId = ~std::uint64_t{0}, kSendWrId = ~std::uint64_t{0} - 1;
 
 //! [pingpong]
-// rc_pingpong's traffic pattern: the client sends first; each side sends its next message once
-// its previous send and the peer's message have both completed.
+// step04's traffic, on the class: the client sends first; each side sends its next message as
+// soon as the peer's arrives. Sends are signaled every tx_depth / 2 (and the last one), so one
+// completion frees the queue slots of the unsignaled sends before it; wr_id = send index.
 void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
-    const bool client = !options.host.empty();
-    const int total = options.iters + options.warmup;
-    std::vector<double> samples;
-    samples.reserve(static_cast<std::size_t>(options.iters));
-    int receives_posted = static_cast<int>(options.rx_depth);
-    int sent = 0, received = 0;
-    unsigned pending = kRecvWrId;
     using Clock = std::chrono::steady_clock;
-    Clock::time_point last_send{}, start = Clock::now();
-    const auto send = [&] {
-        last_send = Clock::now();
-        endpoint.post_send(kSendWrId, 0, options.size);
-        pending = kRecvWrId | kSendWrId;
-    };
-    if (client)
-        send();
-    if (options.warmup == 0)
-        start = Clock::now();
-    std::array<ibv_wc, 16> completions;
+    const bool client = !options.host.empty();
+    const long long total = options.iters + options.warmup;
+    const long long signal_every = std::max<long long>(1, options.tx_depth / 2);
+    long long sent = 0, received = 0, completed_sends = 0, unsignaled = 0;
+    std::uint32_t posted_receives = options.rx_depth;
+    std::vector<Clock::time_point> send_times;
+    send_times.reserve(static_cast<std::size_t>(options.iters));
+    std::array<ibv_wc, 16> completions{};
     const auto limit = std::chrono::seconds(options.timeout_seconds);
     auto last_progress = Clock::now();
     unsigned idle = 0;
-    while (received < total || sent < total) {
+    const auto check_idle = [&] {
+        if (g_stop)
+            throw TutorialError(kExitInterrupted, "interrupted");
+        if (Clock::now() - last_progress > limit) {
+            throw TutorialError(kExitTimeout,
+                                "no completion for " + std::to_string(options.timeout_seconds) +
+                                    " s after " + std::to_string(received) + " of " +
+                                    std::to_string(total) + " messages",
+                                "is the peer still running, with the same -n?");
+        }
+    };
+    const auto send_completed = [&](std::uint64_t wr_id) {
+        completed_sends = static_cast<long long>(wr_id) + 1;
+        unsignaled = sent - completed_sends;
+    };
+    const auto send_next = [&] {
+        if (sent >= options.warmup)
+            send_times.push_back(Clock::now());
+        // Keep the send queue from overflowing: wait for a signaled completion first.
+        while (unsignaled + 1 >= static_cast<long long>(options.tx_depth)) {
+            ibv_wc wc{};
+            if (endpoint.try_poll(std::span(&wc, 1)) == 1) {
+                if (wc.wr_id == kRecvWrId)
+                    throw TutorialError(kExitPeer, "the peer sent too early");
+                send_completed(wc.wr_id);
+            } else if (++idle % 4096 == 0) {
+                check_idle();
+            }
+        }
+        const bool signaled = (sent + 1) % signal_every == 0 || sent + 1 == total;
+        endpoint.post_send(static_cast<std::uint64_t>(sent), 0, options.size, signaled);
+        ++sent;
+        ++unsignaled;
+    };
+    if (client)
+        send_next();
+    while (received < total || completed_sends < total) {
         const std::size_t n = endpoint.try_poll(completions);
         if (n == 0) {
-            if (++idle % 4096 == 0) {
-                if (g_stop)
-                    throw TutorialError(kExitInterrupted, "interrupted");
-                if (Clock::now() - last_progress > limit) {
-                    throw TutorialError(kExitTimeout,
-                                        "no completion for " +
-                                            std::to_string(options.timeout_seconds) + " s after " +
-                                            std::to_string(received) + " of " +
-                                            std::to_string(total) + " messages",
-                                        "is the peer still running, with the same -n?");
-                }
-            }
+            if (++idle % 4096 == 0)
+                check_idle();
             continue;
         }
         idle = 0;
         last_progress = Clock::now();
         for (std::size_t i = 0; i < n; ++i) {
             const ibv_wc& wc = completions[i];
-            if (wc.wr_id == kSendWrId) {
-                ++sent;
-            } else if (wc.wr_id == kRecvWrId) {
-                if (--receives_posted <= 1) {
-                    endpoint.post_recv_batch(
-                        kRecvWrId, 0, options.size,
-                        options.rx_depth - static_cast<std::uint32_t>(receives_posted));
-                    receives_posted = static_cast<int>(options.rx_depth);
-                }
-                ++received;
-                if (last_send != Clock::time_point{} && received > options.warmup) {
-                    const std::chrono::duration<double, std::micro> rtt = last_progress - last_send;
-                    samples.push_back(rtt.count() / 2);  // one way, as perftest reports it
-                }
-                if (received == options.warmup && options.warmup > 0)
-                    start = last_progress;
-            } else {
-                throw TutorialError(kExitRdma,
-                                    "completion with unknown wr_id " + std::to_string(wc.wr_id));
+            if (wc.wr_id != kRecvWrId) {
+                send_completed(wc.wr_id);
+                continue;
             }
-            pending &= ~static_cast<unsigned>(wc.wr_id);
-            if (sent < total && pending == 0)
-                send();
+            if (wc.byte_len != options.size) {
+                throw TutorialError(kExitPeer,
+                                    "received a " + std::to_string(wc.byte_len) +
+                                        "-byte message, but -s is " + std::to_string(options.size),
+                                    "both sides must use the same -s");
+            }
+            ++received;
+            if (--posted_receives <= options.rx_depth / 2) {
+                endpoint.post_recv_batch(kRecvWrId, 0, options.size,
+                                         options.rx_depth - posted_receives);
+                posted_receives = options.rx_depth;
+            }
+            if (sent < total)
+                send_next();
         }
     }
-    const std::chrono::duration<double> elapsed = Clock::now() - start;
-    print_summary(options.size, options.iters, elapsed.count());
-    print_latency_table(options.size, compute_stats(std::move(samples)));
+    const Clock::time_point end = Clock::now();
+    std::vector<double> round_trips;
+    double usec = 0;
+    if (!send_times.empty()) {
+        usec = std::chrono::duration<double, std::micro>(end - send_times.front()).count();
+    }
+    for (std::size_t i = 0; i + 1 < send_times.size(); ++i) {
+        round_trips.push_back(
+            std::chrono::duration<double, std::micro>(send_times[i + 1] - send_times[i]).count());
+    }
+    std::fputs(rc_pingpong_summary(options.size, options.iters, usec).c_str(), stdout);
+    std::fputs(
+        latency_table(options.size, options.iters, compute_latency_stats(std::move(round_trips)))
+            .c_str(),
+        stdout);
 }
 //! [pingpong]
 
@@ -431,8 +476,10 @@ void run_write(RDMAEndpoint& endpoint, const Options& options) {
     std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
                 static_cast<long long>(options.size) * options.iters, elapsed.count(),
                 static_cast<double>(options.size) * options.iters * 8 / (elapsed.count() * 1e6));
-    std::printf("RDMA WRITE completion latency (post to completion, a full round trip):\n");
-    print_latency_table(options.size, compute_stats(std::move(samples)));
+    std::printf("RDMA WRITE latency (post to completion, halved as perftest does):\n");
+    std::fputs(latency_table(options.size, options.iters, compute_latency_stats(std::move(samples)))
+                   .c_str(),
+               stdout);
 }
 //! [write]
 
@@ -469,8 +516,10 @@ void run_read(RDMAEndpoint& endpoint, const Options& options) {
     std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
                 static_cast<long long>(options.size) * options.iters, elapsed.count(),
                 static_cast<double>(options.size) * options.iters * 8 / (elapsed.count() * 1e6));
-    std::printf("RDMA READ latency (post to completion, a full round trip):\n");
-    print_latency_table(options.size, compute_stats(std::move(samples)));
+    std::printf("RDMA READ latency (post to completion, halved as perftest does):\n");
+    std::fputs(latency_table(options.size, options.iters, compute_latency_stats(std::move(samples)))
+                   .c_str(),
+               stdout);
 }
 //! [read]
 

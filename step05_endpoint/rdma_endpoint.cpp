@@ -1019,7 +1019,8 @@ void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
 }
 
 //! [post-send]
-void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length) {
+void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                             bool signaled) {
     require_connected("post_send");
     check_local_range(offset, length, "post_send");
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
@@ -1029,7 +1030,7 @@ void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_
     wr.sg_list = &sge;
     wr.num_sge = length > 0 ? 1 : 0;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
     // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
     if (length <= max_inline_data_)
         wr.send_flags |= IBV_SEND_INLINE;

@@ -33,6 +33,7 @@ TEST(Options, DefaultsMatchRcPingpong) {
     EXPECT_EQ(o.size, 4096u);
     EXPECT_EQ(o.iters, 1000);
     EXPECT_EQ(o.rx_depth, 500u);
+    EXPECT_EQ(o.tx_depth, 16u);
     EXPECT_EQ(o.mtu, IBV_MTU_1024);
     EXPECT_EQ(o.tcp_port, 18515);
     EXPECT_EQ(o.port, 1);
@@ -101,23 +102,24 @@ TEST(Options, GrantsRemoteAccessOnlyWhereNeeded) {
               tutorial::HandshakeFormat::rc_pingpong);
 }
 
-TEST(Stats, KnownSamples) {
-    std::vector<double> samples;
+TEST(Stats, KnownSamplesAsStep04AndPerftest) {
+    std::vector<double> round_trips;
     for (int i = 100; i >= 1; --i)
-        samples.push_back(i);  // 1..100, unsorted
-    const auto s = tutorial::compute_stats(samples);
-    EXPECT_EQ(s.count, 100u);
-    EXPECT_DOUBLE_EQ(s.min, 1);
-    EXPECT_DOUBLE_EQ(s.max, 100);
-    EXPECT_DOUBLE_EQ(s.typical, 51);  // sorted[n / 2]
-    EXPECT_DOUBLE_EQ(s.average, 50.5);
-    EXPECT_NEAR(s.stdev, 28.866, 0.001);
-    EXPECT_DOUBLE_EQ(s.p99, 99);    // nearest rank: ceil(0.99 * 100) = 99th sample
-    EXPECT_DOUBLE_EQ(s.p999, 100);  // ceil(99.9) = 100th
-    const auto one = tutorial::compute_stats({7.5});
-    EXPECT_DOUBLE_EQ(one.typical, 7.5);
-    EXPECT_DOUBLE_EQ(one.p999, 7.5);
-    EXPECT_EQ(tutorial::compute_stats({}).count, 0u);
+        round_trips.push_back(i);  // 1..100 us, unsorted
+    const auto s = tutorial::compute_latency_stats(round_trips);
+    EXPECT_EQ(s.samples, 98u);             // the 2 largest are dropped
+    EXPECT_DOUBLE_EQ(s.t_min, 0.5);        // halved: one way
+    EXPECT_DOUBLE_EQ(s.t_max, 49.5);       // sample[m]
+    EXPECT_DOUBLE_EQ(s.t_typical, 24.75);  // (sample[48] + sample[49]) / 2, halved
+    EXPECT_DOUBLE_EQ(s.t_avg, 24.75);
+    EXPECT_DOUBLE_EQ(s.p99, 49.5);   // sample[ceil(97.02)] = sample[98]
+    EXPECT_DOUBLE_EQ(s.p999, 49.5);  // clamped to the last sample
+    const auto one = tutorial::compute_latency_stats({7.0});
+    EXPECT_DOUBLE_EQ(one.t_typical, 3.5);
+    EXPECT_EQ(tutorial::compute_latency_stats({}).samples, 0u);
+    EXPECT_EQ(tutorial::rc_pingpong_summary(4096, 1000, 2000000.0),
+              "8192000 bytes in 2.00 seconds = 32.77 Mbit/sec\n"
+              "1000 iters in 2.00 seconds = 2000.00 usec/iter\n");
 }
 
 TEST(Pattern, VerifiesAndNamesTheFirstBadByte) {

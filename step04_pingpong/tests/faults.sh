@@ -122,7 +122,9 @@ expect_match plain_server err '^step04_pingpong: 127\.0\.0\.1:[0-9]+ runs with -
 next_port
 run_cmd check_server timeout 60 "$prog" -p "$port" -n 10 --check --timeout 60 &
 wait_for_listen "$port" 30
-run_cmd rc_client timeout 60 ibv_rc_pingpong -d "$RDMA_DEVICE" "${gid[@]}" -p "$port" -n 10 127.0.0.1
+# (ibv_rc_pingpong then sends to a QP that is gone. With its retry_cnt 7, which Soft-RoCE reads as
+# "for ever", it never gives up: timeout stops it. We assert nothing about it.)
+run_cmd rc_client timeout 8 ibv_rc_pingpong -d "$RDMA_DEVICE" "${gid[@]}" -p "$port" -n 10 127.0.0.1
 wait
 expect_exit check_server 6
 expect_match check_server err '^step04_pingpong: --check is on here, but 127\.0\.0\.1:[0-9]+ did not offer it$'

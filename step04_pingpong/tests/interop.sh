@@ -5,7 +5,7 @@ require_device
 prog=$1
 port=$((20000 + RANDOM % 20000))
 gid=(-g "${RDMA_GID_INDEX:-1}")  # ibv_rc_pingpong sends no GID without -g; RoCE needs one
-iters=300
+iters=100
 
 # expect_summary NAME SIZE ITERS: ibv_rc_pingpong's two lines (and, for step04, the table).
 expect_summary() {

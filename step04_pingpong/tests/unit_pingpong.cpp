@@ -318,6 +318,22 @@ TEST(LatencyStats, IndexesPercentilesLikePerftest) {
     EXPECT_DOUBLE_EQ(stats.t_max, 999.0 / 2);  // s[998]: the largest sample is left out
 }
 
+// ib_send_lat -n 6 -U in the lab (perftest 4.5-0.17) printed its 5 halved samples unsorted,
+// 81171.9 27249.2 44893 26107.1 29460.9, then t_min 26107.05, t_max 44892.99, t_typical
+// 27249.23, t_avg 27605.71, 99% and 99.9% 44892.99. Same samples, same figures here.
+TEST(LatencyStats, MatchesTheInstalledIbSendLat) {
+    const LatencyStats stats =
+        compute_latency_stats({2 * 81171.9, 2 * 27249.2, 2 * 44893, 2 * 26107.1, 2 * 29460.9});
+    EXPECT_EQ(stats.samples, 3u);
+    EXPECT_NEAR(stats.t_min, 26107.1, 1e-6);
+    EXPECT_NEAR(stats.t_max, 44893, 1e-6);  // not 81171.9: the largest never shows
+    EXPECT_NEAR(stats.t_typical, 27249.2, 1e-6);
+    EXPECT_NEAR(stats.t_avg, 27605.73, 0.01);
+    EXPECT_NEAR(stats.p99, 44893, 1e-6);
+    EXPECT_NEAR(stats.p999, 44893, 1e-6);
+    EXPECT_NEAR(stats.t_stdev, 1392.2, 0.1);  // perftest: 1391.85, from truncated deviations
+}
+
 TEST(LatencyStats, OddCountTakesTheMiddleSample) {
     const LatencyStats stats = compute_latency_stats({10, 2, 6, 4, 8, 100, 200});  // m = 5
     EXPECT_EQ(stats.samples, 5u);

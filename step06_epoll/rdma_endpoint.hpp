@@ -350,6 +350,7 @@ class RDMAEndpoint {
 
     /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
     /// are stashed, each wr_id in its own FIFO, for later calls.
+    /// \param wr_id the work request whose completion to return
     /// \param timeout how long to wait; the default is the config's timeout
     /// \throws WorkCompletionError when a completion (of any wr_id) failed;
     ///         TutorialError (kExitTimeout) when nothing came in time;

@@ -6,7 +6,7 @@ require_device
 bin=$1
 port=$((20000 + RANDOM % 20000))
 dev=(-d "$RDMA_DEVICE")
-n=200
+n=100
 run_cmd server "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --exit-after 3 &
 server=$!
 wait_for_listen "$port"

@@ -1,0 +1,128 @@
+// Fuzz properties shared by the step05 and step06 targets: both steps carry their own copy of
+// RDMAEndpoint's wire formats (handshake v2 and ibv_rc_pingpong's), with the same API. Include
+// this after the step's rdma_endpoint.hpp (or a .cpp that includes it).
+#pragma once
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+namespace fuzz {
+
+[[noreturn]] inline void property_failed(const char* what) {
+    std::fprintf(stderr, "property failed: %s\n", what);
+    std::abort();
+}
+
+inline std::uint64_t load_be(const std::uint8_t* at, int bytes) {
+    std::uint64_t value = 0;
+    for (int i = 0; i < bytes; ++i) {
+        value = value << 8 | at[i];
+    }
+    return value;
+}
+
+// A peer error must be a TutorialError with kExitPeer and a message; anything else escapes and
+// the fuzzer reports it.
+inline void expect_peer_error(const tutorial::TutorialError& e) {
+    if (e.exit_code() != tutorial::kExitPeer || std::strlen(e.what()) == 0) {
+        property_failed("a bad message must be a peer error (exit 6) with a message");
+    }
+}
+
+// decode_handshake_v2 over arbitrary bytes; encode(decode(x)) == x; decode(encode(x)) == x.
+inline void check_handshake_v2(const std::uint8_t* data, std::size_t size) {
+    using namespace tutorial;
+    const auto bytes = std::as_bytes(std::span(data, size));
+    try {
+        const PeerInfo info = decode_handshake_v2(bytes);
+        if (size != kHandshakeV2Size) {
+            property_failed("decode_handshake_v2 accepted a message that is not 64 bytes");
+        }
+        if (info.qpn < 2 || info.qpn > 0xffffff || info.psn > 0xffffff || info.length == 0 ||
+            info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096) {
+            property_failed("decode_handshake_v2 accepted a field out of range");
+        }
+        const HandshakeV2Message again = encode_handshake_v2(info);
+        if (std::memcmp(again.data(), data, size) != 0) {
+            property_failed("encode(decode(x)) != x");
+        }
+    } catch (const TutorialError& e) {
+        expect_peer_error(e);
+    }
+
+    // Any valid info survives the trip: fields taken from the input, then made valid.
+    if (size >= 45) {
+        PeerInfo local;
+        local.lid = static_cast<std::uint16_t>(load_be(data, 2));
+        local.qpn = std::max<std::uint32_t>(static_cast<std::uint32_t>(load_be(data + 2, 3)), 2);
+        local.psn = static_cast<std::uint32_t>(load_be(data + 5, 3));
+        std::memcpy(local.gid.raw, data + 8, 16);
+        local.mtu = static_cast<ibv_mtu>(IBV_MTU_256 + data[24] % 5);
+        local.addr = load_be(data + 25, 8);
+        local.rkey = static_cast<std::uint32_t>(load_be(data + 33, 4));
+        local.length = std::max<std::uint64_t>(load_be(data + 37, 8), 1);
+        if (local.addr + local.length < local.addr) {
+            local.length = 0 - local.addr;  // ends exactly at 2^64, the largest valid buffer
+        }
+        if (local.length == 0) {
+            local.length = 1;
+        }
+        PeerInfo back;
+        try {
+            back = decode_handshake_v2(encode_handshake_v2(local));
+        } catch (const TutorialError& e) {
+            std::fprintf(stderr, "decode(encode(x)) threw: %s\n", e.what());
+            property_failed("decode(encode(x)) rejected a valid info");
+        }
+        if (!(back == local)) {
+            property_failed("decode(encode(x)) != x");
+        }
+    }
+}
+
+// parse_rc_pingpong over arbitrary bytes; format(parse(x)) == x (hex case aside), and
+// parse(format(x)) == x for the fields on this wire (LID, QPN, PSN, GID).
+inline void check_rc_pingpong(const std::uint8_t* data, std::size_t size) {
+    using namespace tutorial;
+    const std::span<const char> message(reinterpret_cast<const char*>(data), size);
+    try {
+        const PeerInfo info = parse_rc_pingpong(message);
+        if (size != kRcPingpongMessageSize || info.qpn < 2 || info.qpn > 0xffffff ||
+            info.psn > 0xffffff) {
+            property_failed("parse_rc_pingpong accepted a wrong size or a QPN/PSN out of range");
+        }
+        const auto again = format_rc_pingpong(info);
+        for (std::size_t i = 0; i < size; ++i) {
+            if (again[i] != std::tolower(static_cast<unsigned char>(message[i]))) {
+                property_failed("format(parse(x)) != x");
+            }
+        }
+    } catch (const TutorialError& e) {
+        expect_peer_error(e);
+    }
+
+    if (size >= 24) {
+        PeerInfo local;
+        local.lid = static_cast<std::uint16_t>(load_be(data, 2));
+        local.qpn = std::max<std::uint32_t>(static_cast<std::uint32_t>(load_be(data + 2, 3)), 2);
+        local.psn = static_cast<std::uint32_t>(load_be(data + 5, 3));
+        std::memcpy(local.gid.raw, data + 8, 16);
+        PeerInfo back;
+        try {
+            back = parse_rc_pingpong(format_rc_pingpong(local));
+        } catch (const TutorialError& e) {
+            std::fprintf(stderr, "parse(format(x)) threw: %s\n", e.what());
+            property_failed("parse(format(x)) rejected a valid info");
+        }
+        if (back.lid != local.lid || back.qpn != local.qpn || back.psn != local.psn ||
+            std::memcmp(back.gid.raw, local.gid.raw, 16) != 0) {
+            property_failed("parse(format(x)) != x");
+        }
+    }
+}
+
+}  // namespace fuzz

@@ -1,0 +1,185 @@
+# Resource accounting: every step program that exists runs a short, realistic scenario in the lab
+# (a clean run; step04's server and step06's server stopped by SIGINT, step06's in mid-flood),
+# and afterwards `rdma res show qp|cq|mr|pd` holds nothing that belonged to those processes.
+# A positive control first checks that the filter does see a live process's QPs.
+source "$TESTLIB"
+require_device
+command -v rdma >/dev/null || fail "the rdma tool (iproute2) is missing"
+(($# > 0)) || fail "no program given"
+opts=(-d "$RDMA_DEVICE" --timeout 20)
+# Every process this test starts, one pid a line: their resources must be gone at the end.
+# (The scenarios run in parallel subshells, so the list is a file.)
+: >"$TEST_TMP/pids"
+
+# start NAME CMD...: starts CMD in the background (directly, so $! is the program itself and
+# `rdma res` names its pid), output in $TEST_TMP/NAME.out/.err; the pid goes to ${pid[NAME]}.
+declare -A pid=()
+start() {
+    local name=$1
+    shift
+    "$@" >"$TEST_TMP/$name.out" 2>"$TEST_TMP/$name.err" &
+    pid[$name]=$!
+    echo "$!" >>"$TEST_TMP/pids"
+}
+
+# finish NAME [SECONDS]: waits for NAME (killing it and failing after SECONDS, default 30),
+# keeps its status in $TEST_TMP/NAME.rc and shows its output.
+finish() {
+    local name=$1 limit=${2:-30} rc=0 watchdog
+    # The watchdog holds no test output open (ctest waits for that), and takes its sleep along.
+    (
+        trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+        sleep "$limit" &
+        nap=$!
+        wait "$nap"
+        kill -KILL "${pid[$name]}" 2>/dev/null && touch "$TEST_TMP/$name.killed"
+    ) >/dev/null 2>&1 &
+    watchdog=$!
+    wait "${pid[$name]}" || rc=$?
+    kill "$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+    echo "$rc" >"$TEST_TMP/$name.rc"
+    echo "--- $name (pid ${pid[$name]}, exit $rc)"
+    sed 's/^/  out| /' "$TEST_TMP/$name.out" | tail -n 8
+    sed 's/^/  err| /' "$TEST_TMP/$name.err" | tail -n 8
+    [[ ! -e $TEST_TMP/$name.killed ]] || fail "$name did not exit within $limit s"
+}
+
+# held KIND PID...: the `rdma res show KIND` entries (one JSON object a line) owned by PIDs.
+held() {
+    local kind=$1 alternatives
+    shift
+    alternatives=$(IFS='|' && echo "$*")
+    rdma -j res show "$kind" | grep -oE '\{[^{}]*\}' | grep -E "\"pid\":($alternatives)[,}]" || true
+}
+
+# wait_until_held KIND COUNT PID: waits until PID holds at least COUNT KIND objects (the control).
+wait_until_held() {
+    local i
+    for ((i = 0; i < 300; i++)); do
+        (($(held "$1" "$3" | wc -l) >= $2)) && return 0
+        sleep 0.1
+    done
+    fail "positive control: pid $3 never showed $2 $1(s) in rdma res show $1"
+}
+
+new_port() { echo $((20000 + RANDOM % 20000)); }
+
+run_pair() {  # run_pair PROG EXTRA...: a server and a client, both must exit 0
+    local prog=$1 name=${1##*/} port
+    shift
+    port=$(new_port)
+    start "$name-server" "$prog" "${opts[@]}" -p "$port" "$@"
+    wait_for_listen "$port" 30
+    start "$name-client" "$prog" "${opts[@]}" -p "$port" "$@" 127.0.0.1
+    finish "$name-client"
+    finish "$name-server"
+    expect_exit "$name-client" 0
+    expect_exit "$name-server" 0
+}
+
+# scenario PROG: one step's scenario; it runs in its own subshell, in parallel with the others
+# (the lab is TCG-emulated: one after the other would take minutes).
+scenario() {
+    local prog=$1 name=${1##*/} port client rc
+    case $name in
+        step01_devices | step02_resources)
+            start "$name" "$prog" -d "$RDMA_DEVICE"
+            finish "$name"
+            expect_exit "$name" 0
+            ;;
+        step03_connect)
+            run_pair "$prog"
+            ;;
+        step04_pingpong)
+            run_pair "$prog" -n 20
+            # A server waiting for its client holds its QP (the control), then gets SIGINT.
+            port=$(new_port)
+            start step04-sigint "$prog" "${opts[@]}" -p "$port"
+            wait_for_listen "$port" 30
+            wait_until_held qp 1 "${pid[step04-sigint]}"
+            kill -INT "${pid[step04-sigint]}"
+            finish step04-sigint
+            expect_exit step04-sigint 130
+            ;;
+        step05_endpoint)
+            run_pair "$prog" -n 20
+            ;;
+        step06_epoll)
+            # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and
+            # exits 0; then the clients get SIGINT too. The clients sleep on events and are paced
+            # (--rate), so that the emulated CPUs stay responsive.
+            port=$(new_port)
+            local flood=("${opts[@]}" -p "$port" -s 64 -n 1000000 -r 64)
+            start step06-server "$prog" "${flood[@]}"
+            wait_for_listen "$port" 30
+            start step06-client1 "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
+            start step06-client2 "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
+            wait_until_held qp 2 "${pid[step06-server]}"
+            sleep 1
+            kill -INT "${pid[step06-server]}"
+            finish step06-server
+            expect_exit step06-server 0
+            expect_match step06-server out '^server: SIGINT received: stop accepting, abort 2 in-flight client\(s\)$'
+            for client in step06-client1 step06-client2; do
+                kill -INT "${pid[$client]}" 2>/dev/null
+                finish "$client"
+                rc=$(<"$TEST_TMP/$client.rc")
+                # 130 when SIGINT came first; 1 (QP error) or 7 (timeout) when it saw the server go.
+                [[ $rc == 130 || $rc == 1 || $rc == 7 ]] || fail "$client: expected exit 130, 1 or 7, got $rc"
+            done
+            ;;
+        *)
+            fail "no scenario for $name: add one to tests/no_leftover_resources.sh"
+            ;;
+    esac
+}
+
+started=$SECONDS
+failed=0
+# run_parallel PROG...: the scenarios of PROGs at once; their logs in order.
+run_parallel() {
+    local prog rc
+    local -A scenario_pid=()
+    for prog in "$@"; do
+        scenario "$prog" >"$TEST_TMP/scenario-${prog##*/}.log" 2>&1 &
+        scenario_pid[$prog]=$!
+    done
+    for prog in "$@"; do
+        rc=0
+        wait "${scenario_pid[$prog]}" || rc=$?
+        echo "=== ${prog##*/}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)") ($((SECONDS - started)) s)"
+        cat "$TEST_TMP/scenario-${prog##*/}.log"
+        ((rc == 0)) || failed=1
+    done
+}
+# The short runs together; then step06's flood alone, which keeps the emulated CPUs busy.
+light=() heavy=()
+for prog in "$@"; do
+    if [[ ${prog##*/} == step06_epoll ]]; then heavy+=("$prog"); else light+=("$prog"); fi
+done
+((${#light[@]} == 0)) || run_parallel "${light[@]}"
+((${#heavy[@]} == 0)) || run_parallel "${heavy[@]}"
+echo "scenarios took $((SECONDS - started)) s"
+((failed == 0)) || fail "a scenario failed (see above)"
+mapfile -t pids <"$TEST_TMP/pids"
+
+# Every process has been reaped; give the provider a moment for deferred cleanup, then nothing
+# of theirs may remain.
+for kind in qp cq mr pd; do
+    for ((i = 0; i < 50; i++)); do
+        [[ -z $(held "$kind" "${pids[@]}") ]] && break
+        sleep 0.1
+    done
+    left=$(held "$kind" "${pids[@]}")
+    [[ -z $left ]] || fail "rdma res show $kind still lists objects of exited test processes: $left"
+done
+expect_no_match_all() {
+    local f
+    for f in "$TEST_TMP"/*.err; do
+        ! grep -qE 'destroy failed:|AddressSanitizer|LeakSanitizer|runtime error' "$f" ||
+            fail "${f##*/}: $(grep -E 'destroy failed:|Sanitizer|runtime error' "$f" | head -n 1)"
+    done
+}
+expect_no_match_all
+echo "PASS: ${#pids[@]} processes, no QP, CQ, MR or PD left behind ($((SECONDS - started)) s)"

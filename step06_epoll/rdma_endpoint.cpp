@@ -354,8 +354,9 @@ const char* WorkCompletionError::likely_cause(ibv_wc_status status) noexcept {
         case IBV_WC_LOC_QP_OP_ERR:
             return "the work request is invalid for this QP (too many SGEs, inline data too long)";
         case IBV_WC_WR_FLUSH_ERR:
-            return "the QP had already failed and this request was flushed: look at the first "
-                   "error";
+            return "the QP had already failed (after an error here, or after the peer sent it an "
+                   "invalid request) and this request was flushed: look at the first error on "
+                   "either side";
         case IBV_WC_REM_ACCESS_ERR:
             return "the remote range or rkey is outside what the peer registered, or its memory "
                    "region lacks REMOTE_WRITE/REMOTE_READ";
@@ -452,7 +453,7 @@ PeerInfo decode_handshake_v2(std::span<const std::byte> bytes) {
     if (magic != kHandshakeMagic) {
         protocol_error("handshake v2: bad magic " + hex32(magic, 8) +
                            " (expected 0x52444d41 \"RDMA\"); received \"" +
-                           printable(as_chars(), 24) + "\"",
+                           printable(as_chars().first(4)) + "\"",
                        "the peer does not speak handshake v2; with ibv_rc_pingpong or step04, use "
                        "--rc-pingpong-compat");
     }
@@ -1042,7 +1043,8 @@ void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
 }
 
 //! [post-send]
-void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length) {
+void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                             bool signaled) {
     require_connected("post_send");
     check_local_range(offset, length, "post_send");
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
@@ -1052,7 +1054,7 @@ void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_
     wr.sg_list = &sge;
     wr.num_sge = length > 0 ? 1 : 0;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
     // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
     if (length <= max_inline_data_)
         wr.send_flags |= IBV_SEND_INLINE;

@@ -310,11 +310,17 @@ class RDMAEndpoint {
     /// \brief The device's name, e.g. "rxe0".
     [[nodiscard]] const std::string& device_name() const noexcept { return device_name_; }
 
-    /// \brief Posts a signalled SEND of buffer()[offset, offset+length); inline when the length
-    /// fits max_inline_data().
+    /// \brief Posts a SEND of buffer()[offset, offset+length); inline when the length fits
+    /// max_inline_data().
+    /// \param wr_id returned in the completion
+    /// \param offset where the message starts in buffer()
+    /// \param length bytes to send (0 is allowed)
+    /// \param signaled false: no completion for this send (an unsignaled send's queue slot is
+    ///        freed when a later signaled send completes; signal at least every tx_depth sends)
     /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
     ///         std::system_error ("ibv_post_send")
-    void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length);
+    void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   bool signaled = true);
 
     /// \brief Posts one receive into buffer()[offset, offset+length). Allowed from INIT on, so
     /// that receives are ready before the peer's first send.
@@ -350,7 +356,7 @@ class RDMAEndpoint {
 
     /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
     /// are stashed, each wr_id in its own FIFO, for later calls.
-    /// \param wr_id the work request whose completion to return
+    /// \param wr_id the work request to wait for
     /// \param timeout how long to wait; the default is the config's timeout
     /// \throws WorkCompletionError when a completion (of any wr_id) failed;
     ///         TutorialError (kExitTimeout) when nothing came in time;

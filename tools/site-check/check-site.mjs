@@ -67,7 +67,12 @@ try {
     check(response && response.ok(), `${file}: HTTP ${response?.status()}`);
     const heading = await page.locator('.headertitle, .title').first().innerText().catch(() => '');
     check(title.test(heading), `${file}: title "${heading}" does not match ${title}`);
-    const text = await page.locator('body').innerText();
+    // Prose only: code, fragments and diffs may quote Doxygen comments.
+    const text = await page.evaluate(() => {
+      const body = document.body.cloneNode(true);
+      body.querySelectorAll('pre, code, .fragment, .step-diff').forEach((e) => e.remove());
+      return body.innerText;
+    });
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
     const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({

@@ -147,7 +147,7 @@ Options parse_options(int argc, char** argv) {
                                           {nullptr, 0, nullptr, 0}};
     Options o;
     bool events = false;
-    optind = 1;
+    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
     opterr = 0;
     for (;;) {
         const int c = getopt_long(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", long_options, nullptr);
@@ -226,8 +226,11 @@ Options parse_options(int argc, char** argv) {
                 break;
             case ':':
                 throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-            default:
-                throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+            default:  // optopt: the short option, or 0 for a long one (whose argv is then done)
+                throw UsageError(
+                    optopt > 0 && optopt < 0x80
+                        ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
+                        : std::string("unknown option '") + argv[optind - 1] + "'");
         }
     }
     if (optind < argc) {

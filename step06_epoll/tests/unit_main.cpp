@@ -51,6 +51,23 @@ TEST(Options, RejectsBadValuesAndMisplacedOptions) {
     EXPECT_THROW(parse({"a", "b"}), UsageError);
 }
 
+std::string usage_error(std::vector<std::string> args) {
+    try {
+        (void)parse(std::move(args));
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "no UsageError";
+}
+
+TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
+    EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
+    EXPECT_EQ(usage_error({"-ex", "host"}), "unknown option '-x'") << "the option, not the cluster";
+    EXPECT_EQ(usage_error({"--bogus"}), "unknown option '--bogus'");
+    EXPECT_EQ(usage_error({"--check=1"}), "unknown option '--check=1'");
+    EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
+}
+
 TEST(Handshake, ServerParsesWhatTheClientFormats) {
     // The server's non-blocking handshake feeds step05's parser with the bytes it gathered.
     PeerInfo info;

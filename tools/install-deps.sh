@@ -13,6 +13,8 @@ PACKAGES=(
     qemu-system-x86 busybox-static kmod cpio
     # the docs
     doxygen graphviz doxygen-awesome-css
+    # the performance page's latency plot (bench/plot-latency: gnuplot's pngcairo terminal, DejaVu)
+    gnuplot-nox fonts-dejavu-core
     # the docs' browser test (tools/site-check)
     chromium
 )

@@ -227,10 +227,10 @@ Options parse_options(int argc, char** argv) {
             case ':':
                 throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
             default:  // optopt: the short option, or 0 for a long one (whose argv is then done)
-                throw UsageError(
-                    optopt > 0 && optopt < 0x80
-                        ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
-                        : std::string("unknown option '") + argv[optind - 1] + "'");
+                throw UsageError(optopt > 0 && optopt < 0x80
+                                     ? std::string("unknown option '-") +
+                                           static_cast<char>(optopt) + "'"
+                                     : std::string("unknown option '") + argv[optind - 1] + "'");
         }
     }
     if (optind < argc) {
@@ -518,6 +518,21 @@ class PingPong {
     Clock::time_point last_send_{}, last_receive_{};
 };
 //! [pingpong]
+
+/// Takes the events already queued on the channel, just before the final ack: an
+/// event that arrived after the last message then counts as late, not as lost.
+void take_queued_events(RDMAEndpoint& ep) noexcept {
+    if (ep.channel_fd() < 0) {
+        return;
+    }
+    try {
+        while (ep.get_event()) {
+            ep.events().on_event();
+        }
+    } catch (const std::exception&) {
+        return;  // only the statistics lose: the final ack and destroy still run
+    }
+}
 
 EndpointConfig endpoint_config(const Options& o, bool channel) {
     EndpointConfig c;
@@ -850,8 +865,8 @@ void Server::progress(ClientSession& s, std::span<const ibv_wc> completions) {
 
 //! [safety_net]
 /// The safety net: when epoll_wait timed out, or a client made no progress for
-/// --safety-ms, poll its CQ anyway. Events should have woken us; any
-/// completion found here is a lost wake-up, and is counted.
+/// --safety-ms, poll its CQ anyway. Events should have woken us; a completion
+/// found here is counted, and told late or lost by whether its event follows.
 void Server::safety_net_sweep(bool timed_out) {
     const auto now = Clock::now();
     const auto idle = std::chrono::milliseconds(o_.safety_ms);
@@ -872,22 +887,21 @@ void Server::safety_net_sweep(bool timed_out) {
             continue;
         }
         std::array<ibv_wc, 16> batch{};
-        int n = 0;
+        std::vector<ibv_wc> found;
         try {
-            s.endpoint->request_notify();  // harmless if still armed: the request is one-shot
-            n = s.endpoint->poll(batch);
+            tutorial::safety_net_poll(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
+                                      [&](const ibv_wc& wc) { found.push_back(wc); });
         } catch (const std::exception& e) {
             finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
             continue;
         }
-        s.endpoint->events().on_safety_net_poll(static_cast<std::uint64_t>(n));
-        if (n > 0 && o_.verbose) {
+        if (!found.empty() && o_.verbose) {
             std::printf(
-                "server: client %llu (%s): safety net found %d completion(s) without an event\n",
-                static_cast<unsigned long long>(id), s.peer.c_str(), n);
+                "server: client %llu (%s): safety net found %zu completion(s) without an event\n",
+                static_cast<unsigned long long>(id), s.peer.c_str(), found.size());
         }
-        if (n > 0) {
-            progress(s, std::span<const ibv_wc>(batch.data(), static_cast<std::size_t>(n)));
+        if (!found.empty()) {
+            progress(s, found);
         }
     }
 }
@@ -906,6 +920,7 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         RDMAEndpoint& ep = *s.endpoint;
         // Leave the epoll set, then ack every event: ibv_destroy_cq waits for that.
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, ep.channel_fd(), nullptr);
+        take_queued_events(ep);
         ack_all_before_destroy(ep, ep.events());
         const CqEventTracker& ev = ep.events();
         char stats[320];
@@ -1173,11 +1188,8 @@ class CompletionWaiter {
             if (wake_at && Clock::now() >= *wake_at) {
                 return;
             }
-            // Timed out: the safety net. A completion here means a lost wake-up.
-            ep_.request_notify();
-            const int n = poll_once(handle);
-            ep_.events().on_safety_net_poll(static_cast<std::uint64_t>(n));
-            if (n > 0) {
+            // Timed out: the safety net. A completion here had no event (yet).
+            if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
             check_deadline(deadline, "event");
@@ -1223,9 +1235,9 @@ class CompletionWaiter {
             if (wake_at && Clock::now() >= *wake_at) {
                 return;
             }
-            const int n = poll_once(handle);  // the safety net
-            ep_.events().on_safety_net_poll(static_cast<std::uint64_t>(n));
-            if (n > 0) {
+            // The safety net; it re-arms too when an earlier find's event never came
+            // (armed_ stays true: the CQ is armed again).
+            if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
             check_deadline(deadline, "spin");
@@ -1305,6 +1317,7 @@ int run_client(const Options& o) {
     const char* mode_name = o.mode == WaitMode::busy    ? "busy"
                             : o.mode == WaitMode::event ? "event"
                                                         : "spin";
+    take_queued_events(ep);
     ack_all_before_destroy(ep, ep.events());
     const CqEventTracker& ev = ep.events();
     std::printf(

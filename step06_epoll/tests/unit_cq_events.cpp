@@ -126,29 +126,38 @@ TEST(CqEventTracker, SafetyNetCountsOnlyPollsThatFoundWork) {
     CqEventTracker t(1);
     t.on_safety_net_poll(0);
     EXPECT_EQ(t.safety_net_finds(), 0u);
+    EXPECT_FALSE(t.safety_net_begin()) << "nothing found, nothing owed";
     t.on_safety_net_poll(2);
     EXPECT_EQ(t.safety_net_finds(), 1u);
     EXPECT_EQ(t.completions(), 2u);
 }
 
-TEST(CqEventTracker, AFindFollowedByAnEmptyDrainWasALateEventNotALostOne) {
+TEST(CqEventTracker, TheEventAfterAFindIsItsLateEvent) {
     CqEventTracker t(1);
     t.on_safety_net_poll(1);  // the sweep took the CQE before its event was queued
-    t.on_event();             // the event arrives after all
-    t.on_rearm();
-    t.on_drain(0);
-    EXPECT_EQ(t.safety_net_finds(), 1u);
-    EXPECT_EQ(t.late_events(), 1u);
-    EXPECT_EQ(t.lost_wakeups(), 0u);
-    t.on_safety_net_poll(2);  // this time no event ever comes: the next drain finds new work
-    t.on_event();
+    t.on_event();             // the event arrives after all, whatever its drain finds
     t.on_rearm();
     t.on_drain(1);
+    EXPECT_EQ(t.late_events(), 1u);
+    EXPECT_EQ(t.lost_wakeups(), 0u);
+    EXPECT_FALSE(t.safety_net_begin()) << "nothing is owed any more: no re-arm";
+    t.on_event();  // a later event is not blamed on the old find
+    EXPECT_EQ(t.late_events(), 1u);
+}
+
+TEST(CqEventTracker, AFindWhoseEventNeverComesIsLostAndTheNextPassReArms) {
+    CqEventTracker t(1);
+    t.on_safety_net_poll(1);
+    EXPECT_EQ(t.lost_wakeups(), 1u) << "still owed: counted, as an upper bound";
+    EXPECT_TRUE(t.safety_net_begin()) << "a whole safety period without the event: re-arm";
     EXPECT_EQ(t.lost_wakeups(), 1u);
-    t.on_event();
     t.on_rearm();
-    t.on_drain(0);  // a later empty drain is not blamed on the old find
+    t.on_safety_net_poll(1, /*rearmed=*/true);  // it arrived while the CQ was disarmed
+    EXPECT_FALSE(t.safety_net_begin()) << "after a re-arm, nothing is owed";
+    t.on_event();
+    EXPECT_EQ(t.late_events(), 0u);
     EXPECT_EQ(t.lost_wakeups(), 1u);
+    EXPECT_EQ(t.safety_net_finds(), 2u);
 }
 
 #ifndef NDEBUG
@@ -278,6 +287,116 @@ TEST(ServiceChannel, AckAllBeforeDestroyAcksTheRemainder) {
     EXPECT_TRUE(t.balanced());
     tutorial::ack_all_before_destroy(ch, t);  // nothing left: no second ack
     EXPECT_EQ(ch.calls.back(), "ack3");
+}
+
+TEST(SafetyNetPoll, AFindDoesNotReArmAndItsEventCountsAsLate) {
+    FakeChannel ch;
+    ch.cq = {{1}};  // the CQE disarmed the CQ; its event is still on its way
+    CqEventTracker t(1);
+    std::vector<FakeCompletion> batch(4);
+    std::vector<int> seen;
+    auto keep = [&](const FakeCompletion& c) { seen.push_back(c.id); };
+    EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), keep), 1u);
+    EXPECT_EQ(ch.calls, (std::vector<std::string>{"poll1"})) << "no arm: the event is owed";
+    ch.queued_events = 1;  // it arrives
+    EXPECT_TRUE(run_pass(ch, t).empty());
+    EXPECT_EQ(t.late_events(), 1u);
+    EXPECT_EQ(t.lost_wakeups(), 0u);
+    EXPECT_EQ(seen, (std::vector<int>{1}));
+}
+
+TEST(SafetyNetPoll, WhenTheEventNeverComesTheNextPassArmsBeforePolling) {
+    FakeChannel ch;
+    ch.cq = {{1}};
+    CqEventTracker t(1);
+    std::vector<FakeCompletion> batch(4);
+    auto ignore = [](const FakeCompletion&) {};
+    (void)tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), ignore);
+    ch.cq.push_back({2});  // the CQ is disarmed: no event for this one either
+    ch.calls.clear();
+    EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), ignore), 1u);
+    EXPECT_EQ(ch.calls, (std::vector<std::string>{"arm", "poll1"}));
+    EXPECT_EQ(t.lost_wakeups(), 1u);
+    EXPECT_EQ(t.late_events(), 0u);
+    EXPECT_TRUE(ch.armed) << "armed again: the next CQE raises an event";
+}
+
+TEST(SafetyNetPoll, DrainsMoreThanOneBatch) {
+    FakeChannel ch;
+    for (int i = 0; i < 9; ++i) {
+        ch.cq.push_back({i});
+    }
+    CqEventTracker t(1);
+    std::vector<FakeCompletion> batch(4);
+    int n = 0;
+    auto count = [&](const FakeCompletion&) { ++n; };
+    EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), count), 9u);
+    EXPECT_EQ(n, 9);
+    EXPECT_EQ(t.safety_net_finds(), 1u) << "one find, however many completions";
+}
+
+TEST(SafetyNetPoll, CountsExactlyTheEventsTheDriverDropped) {
+    // A driver that drops some events and delivers others one round late. Each
+    // round, the loop services the channel when an event is queued (epoll says
+    // readable) and runs the safety net otherwise (epoll_wait timed out). Every
+    // completion is seen once, lost equals dropped, and every event is acked.
+    FakeChannel ch;
+    CqEventTracker t(4);
+    std::uint32_t seed = 777;
+    auto next = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff; };
+    ch.armed = true;
+    int produced = 0;
+    std::uint64_t dropped = 0, delayed = 0;
+    bool in_flight = false;
+    auto arrive = [&] {
+        ch.cq.push_back({produced++});
+        if (ch.armed) {
+            ch.armed = false;
+            const auto r = next() % 10;
+            if (r == 0) {
+                ++dropped;
+            } else if (r < 4) {
+                in_flight = true;
+                ++delayed;
+            } else {
+                ++ch.queued_events;
+            }
+        }
+    };
+    std::vector<FakeCompletion> batch(3);
+    std::vector<int> seen;
+    auto keep = [&](const FakeCompletion& c) { seen.push_back(c.id); };
+    auto round = [&](int arrivals) {
+        if (in_flight) {  // last round's late event is delivered now
+            ++ch.queued_events;
+            in_flight = false;
+        }
+        for (int i = 0; i < arrivals; ++i) {
+            arrive();
+        }
+        if (ch.queued_events > 0) {
+            tutorial::service_channel(ch, t, std::span<FakeCompletion>(batch), keep);
+        } else {
+            (void)tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), keep);
+        }
+    };
+    for (int r = 0; r < 3000; ++r) {
+        round(static_cast<int>(next() % 3));
+    }
+    for (int r = 0; r < 4; ++r) {
+        round(0);
+    }
+    ASSERT_EQ(static_cast<int>(seen.size()), produced);
+    std::sort(seen.begin(), seen.end());
+    for (int i = 0; i < produced; ++i) {
+        ASSERT_EQ(seen[static_cast<std::size_t>(i)], i);
+    }
+    EXPECT_GT(dropped, 10u);
+    EXPECT_EQ(t.lost_wakeups(), dropped);
+    EXPECT_GT(t.late_events(), 0u);
+    EXPECT_LE(t.late_events(), delayed);
+    tutorial::ack_all_before_destroy(ch, t);
+    EXPECT_EQ(ch.acked, t.received());
 }
 
 }  // namespace

@@ -599,7 +599,8 @@ RDMAEndpoint::RDMAEndpoint(const EndpointConfig& config)
     }
     int count = 0;
     DeviceList devices(ibv_get_device_list(&count));
-    if (!devices)
+    // ENOSYS: the kernel has no RDMA support loaded at all, which is "no device" too.
+    if (!devices && errno != ENOSYS)
         throw std::system_error(errno, std::generic_category(), "ibv_get_device_list");
     if (count == 0) {
         const auto listed = sysfs_device_names();

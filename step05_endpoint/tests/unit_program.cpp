@@ -80,9 +80,12 @@ TEST(Options, RejectsBadValuesStrictly) {
               "invalid value '' for --size (expected a whole number from 1 to 1073741824)");
     EXPECT_EQ(usage_error({"--op", "atomic"}),
               "invalid value 'atomic' for --op (expected pingpong, write or read)");
-    EXPECT_EQ(usage_error({"-x"}), "unknown option -x");
-    EXPECT_EQ(usage_error({"--frobnicate"}), "unknown option --frobnicate");
-    EXPECT_EQ(usage_error({"-s"}), "option -s needs a value");
+    EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
+    EXPECT_EQ(usage_error({"-vx", "host"}), "unknown option '-x'") << "the option, not the cluster";
+    EXPECT_EQ(usage_error({"--frobnicate"}), "unknown option '--frobnicate'");
+    EXPECT_EQ(usage_error({"--rc-pingpong-compat=1"}), "unknown option '--rc-pingpong-compat=1'");
+    EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
+    EXPECT_EQ(usage_error({"--size"}), "option '--size' needs a value");
     EXPECT_EQ(usage_error({"a", "b"}), "unexpected argument 'b'");
     EXPECT_EQ(usage_error({"--rc-pingpong-compat", "--op", "write"}),
               "--rc-pingpong-compat carries no buffer address or rkey: it works with --op "

@@ -6,8 +6,11 @@ expect_exit help 0
 expect_line help out "usage: step05_endpoint [options]          start a server and wait for a client"
 run_cmd bad "$program" --frobnicate
 expect_exit bad 2
-expect_line bad err "step05_endpoint: unknown option --frobnicate"
+expect_line bad err "step05_endpoint: unknown option '--frobnicate'"
 expect_line bad err "usage: step05_endpoint [options]          start a server and wait for a client"
+run_cmd badshort "$program" -x
+expect_exit badshort 2
+expect_line badshort err "step05_endpoint: unknown option '-x'"
 run_cmd badsize "$program" -s 4k
 expect_exit badsize 2
 expect_line badsize err "step05_endpoint: invalid value '4k' for --size (expected a whole number from 1 to 1073741824)"

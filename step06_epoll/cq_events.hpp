@@ -48,6 +48,13 @@ class CqEventTracker {
         completions_ += found;
     }
 
+    /// A spinning poll (--spin-us, before sleeping) took `found` completions. The
+    /// CQ stays armed, so their event still comes, and its drain may be empty.
+    void on_spin_poll(std::uint64_t found) {
+        completions_ += found;
+        spin_completions_ += found;
+    }
+
     /// The safety net is about to poll a CQ that is armed by the protocol (its
     /// last event was followed by a re-arm). True when it must re-arm first: its
     /// previous find has waited a whole safety period and its event never came.
@@ -100,6 +107,8 @@ class CqEventTracker {
     [[nodiscard]] std::uint64_t drains() const { return drains_; }
     [[nodiscard]] std::uint64_t empty_drains() const { return empty_drains_; }
     [[nodiscard]] std::uint64_t completions() const { return completions_; }
+    /// The completions that a spinning poll took (on_spin_poll()).
+    [[nodiscard]] std::uint64_t spin_completions() const { return spin_completions_; }
     [[nodiscard]] std::uint64_t safety_net_finds() const { return safety_net_finds_; }
     /// Finds whose event did arrive afterwards: the CQE was visible before the
     /// kernel had queued its event. Not lost.
@@ -121,6 +130,7 @@ class CqEventTracker {
     std::uint64_t drains_ = 0;
     std::uint64_t empty_drains_ = 0;
     std::uint64_t completions_ = 0;
+    std::uint64_t spin_completions_ = 0;
     std::uint64_t safety_net_finds_ = 0;
     std::uint64_t late_events_ = 0;
     std::uint64_t lost_wakeups_ = 0;

@@ -94,13 +94,15 @@ constexpr const char* kUsage =
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
       --check            fill every message with a pattern and verify it (both sides)
+      --spin-us=N        poll for up to N microseconds before sleeping (as rsocket): the client
+                         then arms its CQ and sleeps; the server polls its connected clients'
+                         CQs, restarting the window whenever it finds work (costs a core)
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --ack-batch=N      acknowledge CQ events at least every N events (default 16)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   client:
   -e, --events           sleep on completion events instead of busy polling
-      --spin-us=N        poll up to N microseconds, then arm the CQ and sleep (as rsocket)
       --rate=N           pace the client to N messages per second
   -v, --verbose          print more
   -h, --help             print this help
@@ -240,8 +242,8 @@ Options parse_options(int argc, char** argv) {
         throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
     }
     o.mode = o.spin_us > 0 ? WaitMode::spin : (events ? WaitMode::event : WaitMode::busy);
-    if (o.host.empty() && (events || o.spin_us > 0 || o.rate > 0)) {
-        throw UsageError("-e, --spin-us and --rate are client options (give a HOST)");
+    if (o.host.empty() && (events || o.rate > 0)) {
+        throw UsageError("-e and --rate are client options (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
@@ -652,6 +654,7 @@ struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
     std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
     std::uint64_t late_events = 0, lost_wakeups = 0;
+    std::uint64_t completions = 0, spin_completions = 0;
 };
 
 class Server {
@@ -671,6 +674,8 @@ class Server {
     void start_rdma(ClientSession& s, PeerInfo remote);
     void progress(ClientSession& s, std::span<const ibv_wc> completions);
     void safety_net_sweep(bool timed_out);
+    int wait_for_work(std::span<epoll_event> ready, bool& timed_out);
+    std::uint64_t spin_poll(std::size_t& connected);
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
 
     const Options& o_;
@@ -907,6 +912,78 @@ void Server::safety_net_sweep(bool timed_out) {
 }
 //! [safety_net]
 
+//! [server_spin]
+/// One pass of the server's spin: polls every connected client's CQ once and
+/// handles what it finds. The CQs stay armed (the protocol re-armed them after
+/// their last event), so what this takes still raises an event later, whose
+/// drain may find the CQ empty: legal, and counted as an empty drain.
+std::uint64_t Server::spin_poll(std::size_t& connected) {
+    std::array<ibv_wc, 16> batch{};
+    std::uint64_t found = 0;
+    connected = 0;
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        ClientSession& s = (it++)->second;  // progress() may end this session, never another
+        if (!s.pingpong) {
+            continue;
+        }
+        ++connected;
+        int n = 0;
+        try {
+            n = s.endpoint->poll(batch);
+        } catch (const std::exception& e) {  // a failed completion
+            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+            continue;
+        }
+        if (n > 0) {
+            found += static_cast<std::uint64_t>(n);
+            s.endpoint->events().on_spin_poll(static_cast<std::uint64_t>(n));
+            progress(s, std::span<const ibv_wc>(batch.data(), static_cast<std::size_t>(n)));
+        }
+    }
+    return found;
+}
+
+/// epoll_wait, with --spin-us spinning first while any client is connected (as
+/// busy-poll sockets do): work found restarts the window; only N us with
+/// nothing found lets the thread sleep. The listening socket, the signalfd and
+/// the channels are checked on every pass (epoll_wait with timeout 0), and a
+/// spin never outlasts one safety period, so that the housekeeping runs.
+/// timed_out: the sleeping epoll_wait returned with nothing ready.
+int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
+    timed_out = false;
+    const int capacity = static_cast<int>(ready.size());
+    if (o_.spin_us > 0) {
+        const auto window = std::chrono::microseconds(o_.spin_us);
+        const auto start = Clock::now();
+        auto quiet_until = start + window;
+        for (;;) {
+            std::size_t connected = 0;
+            if (spin_poll(connected) > 0) {
+                quiet_until = Clock::now() + window;
+            }
+            if (connected == 0) {
+                break;  // nobody to spin for
+            }
+            const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, 0);
+            if (n != 0) {
+                return n;
+            }
+            const auto now = Clock::now();
+            if (now >= quiet_until) {
+                break;  // quiet for N us: sleep (every CQ is armed)
+            }
+            if (now - start >= std::chrono::milliseconds(o_.safety_ms)) {
+                return 0;
+            }
+        }
+    }
+    // Always a timeout: a lost completion event must not hang the server.
+    const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, o_.safety_ms);
+    timed_out = n == 0;
+    return n;
+}
+//! [server_spin]
+
 //! [finish]
 void Server::finish(std::uint64_t id, const std::string& outcome,
                     std::uint32_t ServerTotals::*counter) {
@@ -941,6 +1018,8 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         totals_.safety_net_finds += ev.safety_net_finds();
         totals_.late_events += ev.late_events();
         totals_.lost_wakeups += ev.lost_wakeups();
+        totals_.completions += ev.completions();
+        totals_.spin_completions += ev.spin_completions();
         totals_.messages += s.pingpong->received();
     }
     std::printf("%s\n", line.c_str());
@@ -976,16 +1055,19 @@ int Server::run() {
     watch(signal_fd_.get(), tag(0, kSignal));
     listen_ = listen_on(o_);
     watch(listen_.get(), tag(0, kListen));
-    std::printf("server: listening on TCP port %u; one thread, level-triggered epoll\n",
-                static_cast<unsigned>(o_.tcp_port));
+    const std::string spin = o_.spin_us == 0
+                                 ? std::string()
+                                 : "; spins " + std::to_string(o_.spin_us) +
+                                       " us before sleeping while a client is connected";
+    std::printf("server: listening on TCP port %u; one thread, level-triggered epoll%s\n",
+                static_cast<unsigned>(o_.tcp_port), spin.c_str());
     std::fflush(stdout);
 
     std::array<epoll_event, 64> ready{};
     auto next_sweep = Clock::now() + std::chrono::milliseconds(o_.safety_ms);
     while (!stopping_ && (o_.exit_after == 0 || ended_ < o_.exit_after)) {
-        // Always a timeout: a lost completion event must not hang the server.
-        const int n =
-            ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), o_.safety_ms);
+        bool timed_out = false;
+        const int n = wait_for_work(ready, timed_out);  // epoll_wait, spinning first with --spin-us
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -1036,8 +1118,8 @@ int Server::run() {
                        &ServerTotals::rejected);
             }
         }
-        if (n == 0 || now >= next_sweep) {
-            safety_net_sweep(n == 0);
+        if (timed_out || now >= next_sweep) {
+            safety_net_sweep(timed_out);
             next_sweep = now + std::chrono::milliseconds(o_.safety_ms);
         }
     }
@@ -1067,6 +1149,11 @@ int Server::run() {
         static_cast<unsigned long long>(totals_.safety_net_finds),
         static_cast<unsigned long long>(totals_.late_events),
         static_cast<unsigned long long>(totals_.lost_wakeups));
+    if (o_.spin_us > 0) {
+        std::printf("server: spin: --spin-us %u took %llu of %llu completions before sleeping\n",
+                    o_.spin_us, static_cast<unsigned long long>(totals_.spin_completions),
+                    static_cast<unsigned long long>(totals_.completions));
+    }
     std::printf(
         "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
         "involuntary\n",

@@ -38,6 +38,13 @@ TEST(Options, ClientModes) {
     EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
 }
 
+TEST(Options, TheServerSpinsToo) {
+    const Options o = parse({"--spin-us", "50"});
+    EXPECT_TRUE(o.host.empty());
+    EXPECT_EQ(o.spin_us, 50u);
+    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
+}
+
 TEST(Options, RejectsBadValuesAndMisplacedOptions) {
     EXPECT_THROW(parse({"-n", "12x"}), UsageError);
     EXPECT_THROW(parse({"-n", "0"}), UsageError);

@@ -75,13 +75,135 @@ field() {
     echo "$v"
 }
 
-# wait_for_listen PORT [SECONDS]: waits until a TCP socket listens on PORT.
+# wait_for_listen PORT [SECONDS [PID]]: waits until a TCP socket listens on PORT. With PID (as
+# from `run_cmd NAME CMD... &`), fails at once when that process has ended without listening.
 # (It asks ss rather than connecting, which would use up the server's accept.)
 wait_for_listen() {
-    local port=$1 limit=$((${2:-10} * 10)) i
+    local port=$1 limit=$((${2:-10} * 10)) pid=${3:-} i
     for ((i = 0; i < limit; i++)); do
         ss -Hltn "sport = :$port" | grep -q . && return 0
+        if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+            fail "the server ended without listening on port $port"
+        fi
         sleep 0.1
     done
     fail "nothing listened on port $port within ${2:-10}s"
+}
+
+# ms_now: a clock in milliseconds, for timing a step of a test.
+ms_now() {
+    echo $(($(date +%s%N) / 1000000))
+}
+
+# expect_within MS SECONDS WHAT: at most SECONDS have passed since the ms_now reading MS; prints
+# the time taken.
+expect_within() {
+    local ms=$(($(ms_now) - $1)) took
+    took="$((ms / 1000)).$((ms % 1000 / 100))"
+    ((ms <= $2 * 1000)) || fail "$3 took ${took}s, more than $2s"
+    echo "$3: ${took}s (bound $2s)"
+}
+
+# wait_for_line NAME out|err REGEX SECONDS: waits until a line of that stream matches (a run
+# started with `run_cmd NAME ... &`); fails after SECONDS.
+wait_for_line() {
+    local limit=$(($4 * 10)) i
+    for ((i = 0; i < limit; i++)); do
+        grep -qE -- "$3" "$TEST_TMP/$1.$2" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    fail "$1: no line on std$2 matching '$3' within $4s"
+}
+
+# program_pid PID: the program that `run_cmd NAME CMD... &` runs (PID is $!, the subshell,
+# whose only child is CMD), for signalling it. Waits up to 10 s for it to start.
+program_pid() {
+    local i child
+    for ((i = 0; i < 100; i++)); do
+        child=$(pgrep -P "$1" | head -n 1)
+        [[ -n $child ]] && echo "$child" && return 0
+        sleep 0.1
+    done
+    fail "process $1 started no program within 10s"
+}
+
+# expect_running PID WHAT: the process has not ended.
+expect_running() {
+    kill -0 "$1" 2>/dev/null || fail "$2 has ended, but it should still be running"
+}
+
+# tcp_attempt_fails: how many TCP connects have failed in this network namespace (a refused
+# one counts), from /proc/net/snmp. Compare two readings to see a client retrying.
+tcp_attempt_fails() {
+    awk '$1 == "Tcp:" { if (!col) { for (i = 2; i <= NF; i++) if ($i == "AttemptFails") col = i }
+                        else print $col }' /proc/net/snmp
+}
+
+# wait_for_refused SINCE COUNT SECONDS: waits until COUNT more connects have failed than the
+# tcp_attempt_fails reading SINCE: a client is retrying a port where nothing listens.
+wait_for_refused() {
+    local limit=$(($3 * 10)) i
+    for ((i = 0; i < limit; i++)); do
+        (($(tcp_attempt_fails) - $1 >= $2)) && return 0
+        sleep 0.1
+    done
+    fail "fewer than $2 refused connects within $3s: is the client retrying?"
+}
+
+# expect_refused_for SECONDS MIN: sleeps SECONDS and checks that meanwhile at least MIN TCP
+# connects failed: clients still retrying a port where nothing listens. Prints the count.
+expect_refused_for() {
+    local since
+    since=$(tcp_attempt_fails)
+    sleep "$1"
+    local refused=$(($(tcp_attempt_fails) - since))
+    ((refused >= $2)) || fail "only $refused refused connects in $1s (expected at least $2): is the client retrying?"
+    echo "refused connects in $1s while nothing listened: $refused"
+}
+
+# wait_for_accepted PORT SECONDS: waits until a connection to PORT exists and the server has
+# accepted it (no listening socket on PORT has one waiting in its queue).
+wait_for_accepted() {
+    local limit=$(($2 * 10)) i
+    for ((i = 0; i < limit; i++)); do
+        if ss -Htn state established "sport = :$1" | grep -q . &&
+            ! ss -Hltn "sport = :$1" | awk '$2 != 0 { found = 1 } END { exit !found }'; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "no accepted connection on port $1 within $2s"
+}
+
+# expect_time_wait PORT SECONDS: within SECONDS, a socket bound to local port PORT is in
+# TIME-WAIT (a connection the server side closed first): a server restarted now must bind
+# with SO_REUSEADDR.
+expect_time_wait() {
+    local limit=$(($2 * 10)) i
+    for ((i = 0; i < limit; i++)); do
+        ss -Htn state time-wait "sport = :$1" | grep -q . && return 0
+        sleep 0.1
+    done
+    fail "no socket on port $1 in TIME-WAIT within $2s"
+}
+
+# expect_bind_blocked PORT: a socket that binds PORT without SO_REUSEADDR gets EADDRINUSE (it
+# tries [::] with IPv6 only off, which conflicts with IPv4 and IPv6 sockets alike): the port's
+# TIME-WAIT really holds it, so a server that binds it now shows that it sets SO_REUSEADDR.
+expect_bind_blocked() {
+    local rc=0
+    /usr/bin/python3 -c '
+import errno, socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+try:
+    s.bind(("::", int(sys.argv[1])))
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EADDRINUSE else 2)
+sys.exit(1)' "$1" || rc=$?
+    case $rc in
+        0) echo "port $1: a bind without SO_REUSEADDR fails with EADDRINUSE" ;;
+        1) fail "port $1: a bind without SO_REUSEADDR succeeded: nothing holds the port" ;;
+        *) fail "port $1: the bind check failed (exit $rc)" ;;
+    esac
 }

@@ -3,8 +3,9 @@
 //   node check-site.mjs HTML_DIR SCREENSHOT_DIR
 // Serves HTML_DIR on 127.0.0.1, then, for each page: the title is there, no raw
 // Doxygen command leaked into the text, every image and diagram loads, and
-// every internal link resolves. Saves screenshots of the main page and of the
-// latest chapter. Prints "N passed, M failed" and exits non-zero on a failure.
+// every internal link resolves, and the pages with a plot or a sequence diagram show it.
+// Saves screenshots of the main page, of the latest chapter and of the performance
+// page's plot. Prints "N passed, M failed" and exits non-zero on a failure.
 import { chromium } from 'playwright-core';
 import { createServer } from 'node:http';
 import { readFile, mkdir, readdir } from 'node:fs/promises';
@@ -40,12 +41,25 @@ const pages = [
   ['index.html', /RDMA/],
   ['troubleshooting.html', /Troubleshooting/],
   ['lab.html', /Soft-RoCE lab/],
+  ['performance.html', /Performance/],
+  ['concepts_objects.html', /verbs objects/],
+  ['concepts_qp.html', /queue pair state machine/],
+  ['concepts_addressing.html', /Addressing/],
+  ['concepts_handshake.html', /connection handshake/],
+  ['concepts_events.html', /completion-event protocol/],
 ];
+// Images a page must show (and that must load): the plot drawn by bench/plot-latency, and the
+// sequence diagrams (Doxygen 1.9 renders \msc as an <img> of msc_inline_mscgraph_N.svg or .png).
+const requiredImages = new Map([
+  ['performance.html', [/\/latency-cdf\.png$/]],
+  ['concepts_handshake.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
+  ['concepts_events.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
+]);
 for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`Step ${f.slice(4, 6)}`)]);
 }
 const chapters = pages.filter(([f]) => f.startsWith('step')).map(([f]) => f);
-const leaks = /(^|[\s(])[\\@](snippet|ref|subpage|msc|endmsc|dot|enddot|htmlinclude|page|section|brief|param)\b/m;
+const leaks = /(^|[\s(])[\\@](snippet|ref|subpage|msc|endmsc|dot|enddot|htmlinclude|includedoc|verbinclude|image|page|section|brief|param)\b/m;
 
 const browser = await chromium.launch({
   executablePath: '/usr/bin/chromium',
@@ -76,8 +90,12 @@ try {
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
     const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({
-      src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0 })));
+      src: i.getAttribute('src'), url: i.src, ok: i.complete && i.naturalWidth > 0 })));
     for (const img of images) check(img.ok, `${file}: image ${img.src} did not load`);
+    for (const want of requiredImages.get(file) ?? []) {
+      check(images.some((img) => img.ok && want.test(img.url)),
+            `${file}: no loaded image matching ${want}`);
+    }
     const objects = await page.$$eval('object[data], iframe[src]',
       (os) => os.map((o) => o.getAttribute('data') ?? o.getAttribute('src')));
     const links = await page.$$eval('a[href]', (as) => as.map((a) => a.href));
@@ -101,6 +119,10 @@ try {
     await page.goto(base + last, { waitUntil: 'load' });
     await page.screenshot({ path: join(shotDir, last.replace('.html', '.png')), fullPage: false });
   }
+  // The performance page, scrolled to its latency plot.
+  await page.goto(base + 'performance.html', { waitUntil: 'load' });
+  await page.locator('img[src$="latency-cdf.png"]').first().scrollIntoViewIfNeeded().catch(() => {});
+  await page.screenshot({ path: join(shotDir, 'performance.png'), fullPage: false });
   check(chapters.length > 0, 'no stepNN.html chapter pages');
   console.log(`site check: ${pages.length} pages, ${linkStatus.size} distinct internal links`);
 } finally {

@@ -74,7 +74,8 @@ struct Options {
     // client
     WaitMode mode = WaitMode::busy;
     std::uint32_t spin_us = 0;
-    std::uint32_t rate = 0;  // messages per second; 0: as fast as possible
+    std::uint32_t rate = 0;    // messages per second; 0: as fast as possible
+    std::string latency_file;  // empty: none
 };
 
 constexpr const char* kUsage =
@@ -104,6 +105,9 @@ constexpr const char* kUsage =
   client:
   -e, --events           sleep on completion events instead of busy polling
       --rate=N           pace the client to N messages per second
+      --latency-file=PATH
+                         write every iteration's one-way latency (usec, round trip / 2) to
+                         PATH, one per line after '# ' comment lines (for plotting)
   -v, --verbose          print more
   -h, --help             print this help
 )";
@@ -124,29 +128,41 @@ T parse_number(std::string_view text, const char* option, T min, T max) {
 
 //! [options]
 Options parse_options(int argc, char** argv) {
-    enum : int { kBind = 1000, kTimeout, kCheck, kExitAfter, kAckBatch, kSafetyMs, kSpinUs, kRate };
-    static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
-                                          {"ib-port", required_argument, nullptr, 'i'},
-                                          {"gid-idx", required_argument, nullptr, 'g'},
-                                          {"size", required_argument, nullptr, 's'},
-                                          {"iters", required_argument, nullptr, 'n'},
-                                          {"mtu", required_argument, nullptr, 'm'},
-                                          {"rx-depth", required_argument, nullptr, 'r'},
-                                          {"tx-depth", required_argument, nullptr, 't'},
-                                          {"cq-depth", required_argument, nullptr, 'c'},
-                                          {"port", required_argument, nullptr, 'p'},
-                                          {"bind", required_argument, nullptr, kBind},
-                                          {"timeout", required_argument, nullptr, kTimeout},
-                                          {"check", no_argument, nullptr, kCheck},
-                                          {"exit-after", required_argument, nullptr, kExitAfter},
-                                          {"ack-batch", required_argument, nullptr, kAckBatch},
-                                          {"safety-ms", required_argument, nullptr, kSafetyMs},
-                                          {"events", no_argument, nullptr, 'e'},
-                                          {"spin-us", required_argument, nullptr, kSpinUs},
-                                          {"rate", required_argument, nullptr, kRate},
-                                          {"verbose", no_argument, nullptr, 'v'},
-                                          {"help", no_argument, nullptr, 'h'},
-                                          {nullptr, 0, nullptr, 0}};
+    enum : int {
+        kBind = 1000,
+        kTimeout,
+        kCheck,
+        kExitAfter,
+        kAckBatch,
+        kSafetyMs,
+        kSpinUs,
+        kRate,
+        kLatencyFile
+    };
+    static const option long_options[] = {
+        {"ib-dev", required_argument, nullptr, 'd'},
+        {"ib-port", required_argument, nullptr, 'i'},
+        {"gid-idx", required_argument, nullptr, 'g'},
+        {"size", required_argument, nullptr, 's'},
+        {"iters", required_argument, nullptr, 'n'},
+        {"mtu", required_argument, nullptr, 'm'},
+        {"rx-depth", required_argument, nullptr, 'r'},
+        {"tx-depth", required_argument, nullptr, 't'},
+        {"cq-depth", required_argument, nullptr, 'c'},
+        {"port", required_argument, nullptr, 'p'},
+        {"bind", required_argument, nullptr, kBind},
+        {"timeout", required_argument, nullptr, kTimeout},
+        {"check", no_argument, nullptr, kCheck},
+        {"exit-after", required_argument, nullptr, kExitAfter},
+        {"ack-batch", required_argument, nullptr, kAckBatch},
+        {"safety-ms", required_argument, nullptr, kSafetyMs},
+        {"events", no_argument, nullptr, 'e'},
+        {"spin-us", required_argument, nullptr, kSpinUs},
+        {"rate", required_argument, nullptr, kRate},
+        {"latency-file", required_argument, nullptr, kLatencyFile},
+        {"verbose", no_argument, nullptr, 'v'},
+        {"help", no_argument, nullptr, 'h'},
+        {nullptr, 0, nullptr, 0}};
     Options o;
     bool events = false;
     optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
@@ -217,6 +233,12 @@ Options parse_options(int argc, char** argv) {
             case kSpinUs:
                 o.spin_us = parse_number<std::uint32_t>(arg, "--spin-us", 0, 10'000'000);
                 break;
+            case kLatencyFile:
+                if (arg.empty()) {
+                    throw UsageError("--latency-file needs a file name");
+                }
+                o.latency_file = arg;
+                break;
             case kRate:
                 o.rate = parse_number<std::uint32_t>(arg, "--rate", 1, 10'000'000);
                 break;
@@ -242,8 +264,8 @@ Options parse_options(int argc, char** argv) {
         throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
     }
     o.mode = o.spin_us > 0 ? WaitMode::spin : (events ? WaitMode::event : WaitMode::busy);
-    if (o.host.empty() && (events || o.rate > 0)) {
-        throw UsageError("-e and --rate are client options (give a HOST)");
+    if (o.host.empty() && (events || o.rate > 0 || !o.latency_file.empty())) {
+        throw UsageError("-e, --rate and --latency-file are client options (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
@@ -389,6 +411,62 @@ void print_latency_table(std::size_t size, std::size_t iters, const LatencyStats
     std::printf(" %-6zu %-11zu %-11.2f %-11.2f %-15.2f %-11.2f %-13.2f %-19.2f %.2f\n", size, iters,
                 s.min, s.max, s.typical, s.average, s.stdev, s.p99, s.p999);
 }
+
+// ------------------------------------------------------------- --latency-file
+
+//! [latency_file]
+/// The curve's name for --latency-file: "busy poll", "event mode" or "spin N us".
+std::string mode_label(const Options& o) {
+    switch (o.mode) {
+        case WaitMode::event:
+            return "event mode";
+        case WaitMode::spin:
+            return "spin " + std::to_string(o.spin_us) + " us";
+        case WaitMode::busy:
+            break;
+    }
+    return "busy poll";
+}
+
+/// The text of a --latency-file, the format steps 04 to 06 share: '# ' comment
+/// lines, then one measured iteration per line, one-way microseconds with 3
+/// decimals (the samples the latency table summarises, in the order measured).
+std::string format_latency_file(const std::string& mode, std::size_t size,
+                                std::span<const double> one_way_us) {
+    std::string text = "# label: step06 " + mode + "\n# program: " + kProgram +
+                       "\n# size: " + std::to_string(size) +
+                       "\n# iterations: " + std::to_string(one_way_us.size()) +
+                       "\n# unit: usec one-way (round trip / 2)\n";
+    char line[64];
+    for (const double us : one_way_us) {
+        const int n = std::snprintf(line, sizeof line, "%.3f\n", us);
+        text.append(line, static_cast<std::size_t>(std::clamp(n, 0, int{sizeof line} - 1)));
+    }
+    return text;
+}
+
+struct FileCloser {
+    void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+/// Opens --latency-file for writing; a path that cannot be opened is a usage
+/// error, found before any RDMA resource exists.
+File open_latency_file(const std::string& path) {
+    File file(std::fopen(path.c_str(), "w"));
+    if (!file) {
+        throw UsageError("cannot open --latency-file '" + path + "': " + std::strerror(errno));
+    }
+    return file;
+}
+
+void write_latency_file(File file, const std::string& text) {
+    const bool written = std::fwrite(text.data(), 1, text.size(), file.get()) == text.size();
+    if (!written || std::fclose(file.release()) != 0) {
+        throw std::system_error(errno, std::generic_category(), "writing --latency-file");
+    }
+}
+//! [latency_file]
 
 struct CpuUsage {
     double user_s = 0, system_s = 0;
@@ -1339,6 +1417,10 @@ class CompletionWaiter {
 };
 
 int run_client(const Options& o) {
+    File latency_file;
+    if (!o.latency_file.empty()) {
+        latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
+    }
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
@@ -1401,6 +1483,10 @@ int run_client(const Options& o) {
     std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
                 seconds * 1e6 / o.iters);
     print_latency_table(o.size, one_way_us.size(), compute_stats(one_way_us));
+    if (latency_file) {
+        write_latency_file(std::move(latency_file),
+                           format_latency_file(mode_label(o), o.size, one_way_us));
+    }
     const char* mode_name = o.mode == WaitMode::busy    ? "busy"
                             : o.mode == WaitMode::event ? "event"
                                                         : "spin";

@@ -13,7 +13,7 @@ server=$!
 wait_for_listen "$port"
 run_cmd busy "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check 127.0.0.1 &
 c1=$!
-run_cmd event "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check -e 127.0.0.1 &
+run_cmd event "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check -e --latency-file "$TEST_TMP/event.lat" 127.0.0.1 &
 c2=$!
 run_cmd spin "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --spin-us 20 127.0.0.1 &
 c3=$!
@@ -29,6 +29,17 @@ expect_match busy out '^client: mode busy, events 0, acked 0,'
 ev=$(field event out '^client: mode event, events ([0-9]+), acked ([0-9]+),.*')
 ack=$(field event out '^client: mode event, events [0-9]+, acked ([0-9]+),.*')
 [[ $ev -gt 0 && $ev == "$ack" ]] || fail "event client: events $ev, acked $ack"
+# --latency-file: the header, one 3-decimal sample per iteration, and the median of
+# the samples is the table's t_typical (samples[n/2] of the sorted samples).
+lat=$TEST_TMP/event.lat
+expected=$'# label: step06 event mode\n# program: step06_epoll\n# size: 64\n# iterations: '$n$'\n# unit: usec one-way (round trip / 2)'
+[[ $(head -n 5 "$lat") == "$expected" ]] || fail "event.lat: unexpected header: $(head -n 5 "$lat")"
+[[ $(grep -cE '^[0-9]+\.[0-9]{3}$' "$lat") == "$n" && $(wc -l <"$lat") == $((n + 5)) ]] ||
+    fail "event.lat: expected $n samples with 3 decimals"
+median=$(grep -v '^#' "$lat" | sort -g | sed -n "$((n / 2 + 1))p")
+typical=$(awk '/t_typical/ { getline; print $5; exit }' "$TEST_TMP/event.out")
+awk -v a="$median" -v b="$typical" 'BEGIN { d = a - b; exit !(d < 0.006 && d > -0.006) }' ||
+    fail "event.lat: median $median, but the table says t_typical $typical"
 expect_exit server 0
 expect_match server out "^server: clients: 3 connected, 3 complete, 0 failed, 0 rejected, 0 aborted$"
 [[ $(grep -c "): complete; $n received, $n sent, $n verified; " "$TEST_TMP/server.out") == 3 ]] ||
@@ -48,13 +59,16 @@ run_cmd s_busy "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check 127.0.0.1 &
 c1=$!
 run_cmd s_event "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check -e 127.0.0.1 &
 c2=$!
-run_cmd s_spin "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --spin-us 50 127.0.0.1 &
+run_cmd s_spin "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --spin-us 50 \
+    --latency-file "$TEST_TMP/s_spin.lat" 127.0.0.1 &
 c3=$!
 wait $c1 $c2 $c3 "$server"
 for c in s_busy s_event s_spin; do
     expect_exit $c 0
     expect_line $c out "client: verified $n of $n replies"
 done
+[[ $(head -n 1 "$TEST_TMP/s_spin.lat") == "# label: step06 spin 50 us" ]] ||
+    fail "s_spin.lat: unexpected label: $(head -n 1 "$TEST_TMP/s_spin.lat")"
 for c in event spin; do
     ev=$(field s_$c out "^client: mode $c, events ([0-9]+), acked [0-9]+,.*")
     ack=$(field s_$c out "^client: mode $c, events [0-9]+, acked ([0-9]+),.*")

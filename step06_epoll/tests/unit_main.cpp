@@ -75,6 +75,66 @@ TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
     EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
 }
 
+TEST(LatencyFile, OptionIsAClientOption) {
+    EXPECT_EQ(parse({"--latency-file", "/tmp/x.lat", "host"}).latency_file, "/tmp/x.lat");
+    EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");
+    EXPECT_TRUE(parse({"host"}).latency_file.empty());
+    EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
+              "-e, --rate and --latency-file are client options (give a HOST)");
+    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a file name");
+    EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
+}
+
+TEST(LatencyFile, LabelNamesTheMode) {
+    EXPECT_EQ(mode_label(parse({"host"})), "busy poll");
+    EXPECT_EQ(mode_label(parse({"-e", "host"})), "event mode");
+    EXPECT_EQ(mode_label(parse({"--spin-us", "50", "host"})), "spin 50 us");
+}
+
+TEST(LatencyFile, WriterTextIsExact) {
+    const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
+    EXPECT_EQ(format_latency_file("spin 50 us", 64, samples),
+              "# label: step06 spin 50 us\n"
+              "# program: step06_epoll\n"
+              "# size: 64\n"
+              "# iterations: 4\n"
+              "# unit: usec one-way (round trip / 2)\n"
+              "1.000\n"
+              "2.500\n"
+              "1234.568\n"
+              "0.000\n");
+    EXPECT_EQ(format_latency_file("event mode", 4096, {}),
+              "# label: step06 event mode\n# program: step06_epoll\n# size: 4096\n"
+              "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
+}
+
+TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
+    try {
+        (void)open_latency_file("/nonexistent-step06-dir/x.lat");
+        FAIL() << "no UsageError";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(),
+                     "cannot open --latency-file '/nonexistent-step06-dir/x.lat': No such file or "
+                     "directory");
+    }
+}
+
+TEST(LatencyFile, WritesWhatTheFormatterGives) {
+    char path[] = "/tmp/step06_latency_XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    const std::string text = format_latency_file("busy poll", 8, std::vector<double>{3.25});
+    write_latency_file(open_latency_file(path), text);
+    std::FILE* in = std::fopen(path, "r");
+    ASSERT_NE(in, nullptr);
+    std::string back(256, '\0');
+    back.resize(std::fread(back.data(), 1, back.size(), in));
+    std::fclose(in);
+    ::unlink(path);
+    EXPECT_EQ(back, text);
+}
+
 TEST(Handshake, ServerParsesWhatTheClientFormats) {
     // The server's non-blocking handshake feeds step05's parser with the bytes it gathered.
     PeerInfo info;

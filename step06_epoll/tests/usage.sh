@@ -16,5 +16,11 @@ expect_exit badn 2
 expect_line badn err "step06_epoll: invalid value '12x' for --iters (expected 1..1000000000)"
 run_cmd clientopt "$bin" -e
 expect_exit clientopt 2
-expect_line clientopt err "step06_epoll: -e and --rate are client options (give a HOST)"
+expect_line clientopt err "step06_epoll: -e, --rate and --latency-file are client options (give a HOST)"
+# An unwritable --latency-file is a usage error, found before any RDMA resource
+# exists (so this needs no device).
+run_cmd latfile "$bin" --latency-file /nonexistent-step06-dir/x.lat 127.0.0.1
+expect_exit latfile 2
+expect_line latfile err "step06_epoll: cannot open --latency-file '/nonexistent-step06-dir/x.lat': No such file or directory"
+expect_match latfile err '^usage: step06_epoll'
 echo PASS

@@ -1020,25 +1020,31 @@ void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
 }
 
 //! [post-send]
-void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                             bool signaled) {
-    require_connected("post_send");
-    check_local_range(offset, length, "post_send");
+// Every send-queue post ends here: buffer()[offset, +length) is the request's only SGE (none for
+// a zero length), and the payload goes inline when it fits and leaves from this side.
+void RDMAEndpoint::post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
                 static_cast<std::uint32_t>(length), mr_->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
     wr.sg_list = &sge;
     wr.num_sge = length > 0 ? 1 : 0;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
     // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
-    if (length <= max_inline_data_)
+    if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
         wr.send_flags |= IBV_SEND_INLINE;
     ibv_send_wr* bad = nullptr;
     if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_post_send");
     }
+}
+
+void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                             bool signaled) {
+    require_connected("post_send");
+    check_local_range(offset, length, "post_send");
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+    post_to_send_queue(wr, offset, length);
 }
 //! [post-send]
 
@@ -1076,52 +1082,46 @@ void RDMAEndpoint::post_recv_batch(std::uint64_t wr_id, std::size_t offset, std:
 void RDMAEndpoint::post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id,
                                   std::size_t local_offset, std::uint64_t remote_addr,
                                   std::uint32_t rkey, std::size_t length, std::uint32_t imm_data) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + local_offset),
-                static_cast<std::uint32_t>(length), mr_->lkey};
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = length > 0 ? 1 : 0;
     wr.opcode = opcode;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
-        wr.send_flags |= IBV_SEND_INLINE;
     wr.imm_data = htonl(imm_data);
     wr.wr.rdma.remote_addr = remote_addr;  // the peer's virtual address ...
     wr.wr.rdma.rkey = rkey;                // ... and the key that opens its memory region
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_post_send");
-    }
+    post_to_send_queue(wr, local_offset, length);
+}
+
+// Both ranges are checked before anything reaches the device.
+void RDMAEndpoint::check_and_post_one_sided(const char* what, ibv_wr_opcode opcode,
+                                            std::uint64_t wr_id, std::size_t local_offset,
+                                            std::size_t remote_offset, std::size_t length,
+                                            std::uint32_t imm_data) {
+    require_connected(what);
+    check_local_range(local_offset, length, what);
+    check_remote_range(remote_offset, length, what);
+    post_one_sided(opcode, wr_id, local_offset, remote_->addr + remote_offset, remote_->rkey,
+                   length, imm_data);
 }
 
 void RDMAEndpoint::post_write(std::uint64_t wr_id, std::size_t local_offset,
                               std::size_t remote_offset, std::size_t length) {
-    require_connected("post_write");
-    check_local_range(local_offset, length, "post_write");
-    check_remote_range(remote_offset, length, "post_write");
-    post_one_sided(IBV_WR_RDMA_WRITE, wr_id, local_offset, remote_->addr + remote_offset,
-                   remote_->rkey, length, 0);
+    check_and_post_one_sided("post_write", IBV_WR_RDMA_WRITE, wr_id, local_offset, remote_offset,
+                             length, 0);
 }
 //! [post-one-sided]
 
 void RDMAEndpoint::post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
                                        std::size_t remote_offset, std::size_t length,
                                        std::uint32_t imm_data) {
-    require_connected("post_write_with_imm");
-    check_local_range(local_offset, length, "post_write_with_imm");
-    check_remote_range(remote_offset, length, "post_write_with_imm");
-    post_one_sided(IBV_WR_RDMA_WRITE_WITH_IMM, wr_id, local_offset, remote_->addr + remote_offset,
-                   remote_->rkey, length, imm_data);
+    check_and_post_one_sided("post_write_with_imm", IBV_WR_RDMA_WRITE_WITH_IMM, wr_id, local_offset,
+                             remote_offset, length, imm_data);
 }
 
 void RDMAEndpoint::post_read(std::uint64_t wr_id, std::size_t local_offset,
                              std::size_t remote_offset, std::size_t length) {
-    require_connected("post_read");
-    check_local_range(local_offset, length, "post_read");
-    check_remote_range(remote_offset, length, "post_read");
-    post_one_sided(IBV_WR_RDMA_READ, wr_id, local_offset, remote_->addr + remote_offset,
-                   remote_->rkey, length, 0);
+    check_and_post_one_sided("post_read", IBV_WR_RDMA_READ, wr_id, local_offset, remote_offset,
+                             length, 0);
 }
 
 // ====================================================================== completions

@@ -375,6 +375,10 @@ class RDMAEndpoint {
     void post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id, std::size_t local_offset,
                         std::uint64_t remote_addr, std::uint32_t rkey, std::size_t length,
                         std::uint32_t imm_data);
+    void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
+                                  std::size_t local_offset, std::size_t remote_offset,
+                                  std::size_t length, std::uint32_t imm_data);
+    void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length);
     void handshake_as_client(int fd);
     void handshake_as_server(int fd);
     void release() noexcept;

@@ -57,6 +57,21 @@ function(rdma_tutorial_step name)
     _rdma_tutorial_flags(${name})
 endfunction()
 
+# _rdma_tutorial_device_test_properties(NAME LABEL l TIMEOUT s [ENVIRONMENT VAR=value...]): the
+# properties every device test shares, script or GoogleTest program: its label and TIMEOUT,
+# exit status 77 reported as skipped, and any "destroy failed:" line failing it.
+function(_rdma_tutorial_device_test_properties name)
+    cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "ENVIRONMENT" ${ARGN})
+    set_tests_properties(${name} PROPERTIES
+        LABELS ${ARG_LABEL}
+        TIMEOUT ${ARG_TIMEOUT}
+        SKIP_RETURN_CODE 77
+        FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}")
+    if(ARG_ENVIRONMENT)
+        set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")
+    endif()
+endfunction()
+
 # rdma_tutorial_unit_test(NAME SOURCES t.cpp... [LINK lib...]): a GoogleTest
 # program with the label "unit": it needs no device.
 function(rdma_tutorial_unit_test name)
@@ -87,12 +102,8 @@ function(rdma_tutorial_device_test name)
     endif()
     add_test(NAME ${name}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SCRIPT} ${ARG_ARGS})
-    set_tests_properties(${name} PROPERTIES
-        LABELS ${ARG_LABEL}
-        TIMEOUT ${ARG_TIMEOUT}
-        SKIP_RETURN_CODE 77
-        FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}"
-        ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB};TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
+    _rdma_tutorial_device_test_properties(${name} LABEL ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+        ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB}" "TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
 endfunction()
 
 # rdma_tutorial_device_gtest(NAME SOURCES t.cpp... [LINK lib...] [TIMEOUT s]): a
@@ -112,9 +123,5 @@ function(rdma_tutorial_device_gtest name)
     target_link_libraries(${name} PRIVATE GTest::gtest ${ARG_LINK})
     _rdma_tutorial_flags(${name})
     add_test(NAME ${name} COMMAND ${name})
-    set_tests_properties(${name} PROPERTIES
-        LABELS rdma
-        TIMEOUT ${ARG_TIMEOUT}
-        SKIP_RETURN_CODE 77
-        FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}")
+    _rdma_tutorial_device_test_properties(${name} LABEL rdma TIMEOUT ${ARG_TIMEOUT})
 endfunction()

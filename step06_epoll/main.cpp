@@ -1036,8 +1036,12 @@ int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
         auto quiet_until = start + window;
         for (;;) {
             std::size_t connected = 0;
+            const std::uint32_t ended_before = ended_;
             if (spin_poll(connected) > 0) {
                 quiet_until = Clock::now() + window;
+            }
+            if (ended_ != ended_before) {
+                return 0;  // a client ended: the loop checks --exit-after
             }
             if (connected == 0) {
                 break;  // nobody to spin for

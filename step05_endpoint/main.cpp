@@ -199,10 +199,10 @@ Options parse_options(int argc, char** argv) {
             case ':':
                 throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
             default:  // optopt: the short option, or 0 for a long one (whose argv is then done)
-                throw UsageError(
-                    optopt > 0 && optopt < 0x80
-                        ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
-                        : std::string("unknown option '") + argv[optind - 1] + "'");
+                throw UsageError(optopt > 0 && optopt < 0x80
+                                     ? std::string("unknown option '-") +
+                                           static_cast<char>(optopt) + "'"
+                                     : std::string("unknown option '") + argv[optind - 1] + "'");
         }
     }
     if (optind < argc)

@@ -51,13 +51,13 @@ sleep 1  # well into the ping-pong
 kill -KILL "$(program_pid "$victim")"
 t0=$(ms_now)
 wait "$survivor"
-expect_within "$t0" 12 "kill: from SIGKILL to the client's exit"
+expect_within "$t0" 20 "kill: from SIGKILL to the client's exit"  # --timeout 4 of silence, then slack
 wait "$victim"
 expect_exit victim 137
 case $(<"$TEST_TMP/survivor.rc") in
     7)
         expect_match survivor err '^step05_endpoint: no completion for 4 s after [0-9]+ of 100000000 messages$'
-        expect_line survivor err "hint: is the peer still running, with the same -n?"
+        expect_match survivor err '^hint: is the peer still running'
         ;;
     1)
         expect_match survivor err '^step05_endpoint: work completion failed: IBV_WC_RETRY_EXC_ERR \(transport retry counter exceeded\) for wr_id [0-9]+, vendor_err 0x[0-9a-f]+$'

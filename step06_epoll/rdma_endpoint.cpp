@@ -1010,23 +1010,19 @@ void RDMAEndpoint::accept_peer(std::uint16_t port, const std::string& bind_addre
 
 // ====================================================================== posting
 
-void RDMAEndpoint::require_connected(const char* what) const {
+void RDMAEndpoint::throw_not_connected(const char* what) const {
     if (!valid())
         throw std::logic_error(std::string(what) + ": the endpoint is empty (moved from)");
-    if (!remote_) {
-        throw std::logic_error(std::string(what) +
-                               ": the endpoint is not connected yet (call connect_to_peer or "
-                               "accept_peer first)");
-    }
+    throw std::logic_error(std::string(what) +
+                           ": the endpoint is not connected yet (call connect_to_peer or "
+                           "accept_peer first)");
 }
 
-void RDMAEndpoint::check_local_range(std::size_t offset, std::size_t length,
-                                     const char* what) const {
-    if (offset > config_.buffer_size || length > config_.buffer_size - offset) {
-        throw std::out_of_range(std::string(what) + ": local range [" + std::to_string(offset) +
-                                ", +" + std::to_string(length) + ") is outside the " +
-                                std::to_string(config_.buffer_size) + "-byte buffer");
-    }
+void RDMAEndpoint::throw_outside_buffer(std::size_t offset, std::size_t length,
+                                        const char* what) const {
+    throw std::out_of_range(std::string(what) + ": local range [" + std::to_string(offset) + ", +" +
+                            std::to_string(length) + ") is outside the " +
+                            std::to_string(config_.buffer_size) + "-byte buffer");
 }
 
 void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
@@ -1043,7 +1039,7 @@ void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
     }
 }
 
-//! [post-send]
+//! [post-to-send-queue]
 // Every send-queue post ends here: buffer()[offset, +length) is the request's only SGE (none for
 // a zero length), and the payload goes inline when it fits and leaves from this side.
 void RDMAEndpoint::post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
@@ -1059,18 +1055,7 @@ void RDMAEndpoint::post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::
         throw std::system_error(rc, std::generic_category(), "ibv_post_send");
     }
 }
-
-void RDMAEndpoint::post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                             bool signaled) {
-    require_connected("post_send");
-    check_local_range(offset, length, "post_send");
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-    post_to_send_queue(wr, offset, length);
-}
-//! [post-send]
+//! [post-to-send-queue]
 
 void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length) {
     post_recv_batch(wr_id, offset, length, 1);
@@ -1246,7 +1231,8 @@ ibv_wc RDMAEndpoint::poll_recv_completion(std::optional<std::chrono::millisecond
                     std::string("receive completion"));
 }
 
-std::size_t RDMAEndpoint::try_poll(std::span<ibv_wc> completions) {
+// try_poll() when something is stashed (or the endpoint is empty): the stash first, then the CQ.
+std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
     if (!valid())
         throw std::logic_error("try_poll: the endpoint is empty (moved from)");
     std::size_t filled = 0;
@@ -1259,19 +1245,30 @@ std::size_t RDMAEndpoint::try_poll(std::span<ibv_wc> completions) {
     const int n = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size() - filled),
                               completions.data() + filled);
     if (n < 0)
-        throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-    const std::size_t total = filled + static_cast<std::size_t>(n);
-    for (std::size_t i = filled; i < total; ++i) {
-        if (completions[i].status != IBV_WC_SUCCESS) {
-            const ibv_wc failed = completions[i];
-            for (std::size_t j = 0; j < total; ++j) {
-                if (completions[j].status == IBV_WC_SUCCESS)
-                    stash(completions[j]);
-            }
-            throw WorkCompletionError(failed);
-        }
+        throw_poll_failed();
+    const auto batch = completions.first(filled + static_cast<std::size_t>(n));
+    for (const ibv_wc& wc : batch) {
+        if (wc.status != IBV_WC_SUCCESS)
+            stash_good_and_throw(batch);
     }
-    return total;
+    return batch.size();
+}
+
+// A batch with a failed completion: the good ones are kept for later calls, the first failure
+// is thrown.
+void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
+    const ibv_wc* failed = nullptr;
+    for (const ibv_wc& wc : batch) {
+        if (wc.status == IBV_WC_SUCCESS)
+            stash(wc);
+        else if (failed == nullptr)
+            failed = &wc;
+    }
+    throw WorkCompletionError(*failed);
+}
+
+void RDMAEndpoint::throw_poll_failed() {
+    throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
 }
 
 // =========================================================== completion channel

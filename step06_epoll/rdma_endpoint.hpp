@@ -319,8 +319,18 @@ class RDMAEndpoint {
     ///        freed when a later signaled send completes; signal at least every tx_depth sends)
     /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
     ///         std::system_error ("ibv_post_send")
+    //! [post-send]
     void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                   bool signaled = true);
+                   bool signaled = true) {
+        require_connected("post_send");
+        check_local_range(offset, length, "post_send");
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+        post_to_send_queue(wr, offset, length);
+    }
+    //! [post-send]
 
     /// \brief Posts one receive into buffer()[offset, offset+length). Allowed from INIT on, so
     /// that receives are ready before the peer's first send.
@@ -374,9 +384,26 @@ class RDMAEndpoint {
 
     /// \brief Non-blocking: fills \p completions with stashed completions first, then with what
     /// the CQ has, and returns how many it filled (0 when none is ready).
-    /// \throws WorkCompletionError on a failed completion (the good ones before it in the same
-    ///         batch stay stashed for the next call); std::system_error ("ibv_poll_cq")
-    std::size_t try_poll(std::span<ibv_wc> completions);
+    /// \throws WorkCompletionError on a failed completion (the good ones in the same batch stay
+    ///         stashed for the next call); std::system_error ("ibv_poll_cq"); std::logic_error on
+    ///         a moved-from endpoint
+    //! [try-poll]
+    // Inline, the common case first: with nothing stashed, a poll costs what step04's hand-written
+    // loop pays (one ibv_poll_cq and a status test per completion); the rest is out of line.
+    std::size_t try_poll(std::span<ibv_wc> completions) {
+        if (stashed_ != 0 || !valid()) [[unlikely]]
+            return try_poll_stashed(completions);
+        const int n =
+            ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
+        for (int i = 0; i < n; ++i) {
+            if (completions[static_cast<std::size_t>(i)].status != IBV_WC_SUCCESS) [[unlikely]]
+                stash_good_and_throw(completions.first(static_cast<std::size_t>(n)));
+        }
+        if (n < 0) [[unlikely]]
+            throw_poll_failed();
+        return static_cast<std::size_t>(n);
+    }
+    //! [try-poll]
 
     /// \name The completion channel (step06); only with EndpointConfig::completion_channel.
     /// @{
@@ -405,8 +432,21 @@ class RDMAEndpoint {
   private:
     friend struct EndpointTestAccess;  // lets the tests post an unchecked remote range
 
-    void require_connected(const char* what) const;
-    void check_local_range(std::size_t offset, std::size_t length, const char* what) const;
+    // Every post checks first, inline: a compare or two on the hot path, the throw out of line.
+    void require_connected(const char* what) const {
+        if (!connected()) [[unlikely]]
+            throw_not_connected(what);
+    }
+    void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
+        if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
+            throw_outside_buffer(offset, length, what);
+    }
+    [[noreturn]] void throw_not_connected(const char* what) const;
+    [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
+                                           const char* what) const;
+    std::size_t try_poll_stashed(std::span<ibv_wc> completions);
+    [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
+    [[noreturn]] static void throw_poll_failed();
     void check_remote_range(std::size_t offset, std::size_t length, const char* what) const;
     void post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id, std::size_t local_offset,
                         std::uint64_t remote_addr, std::uint32_t rkey, std::size_t length,

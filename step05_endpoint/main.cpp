@@ -46,6 +46,7 @@ struct Options {
     int timeout_seconds = 10;
     Operation op = Operation::pingpong;
     bool rc_pingpong_compat = false;
+    bool check = false;
     bool verbose = false;
     bool help = false;
     std::string host;  // empty: server
@@ -70,6 +71,8 @@ const char* usage_text() {
            "10)\n"
            "      --warmup=N          N more iterations first, left out of the figures (default "
            "0)\n"
+           "      --check             ping-pong: fill each message with a pattern and verify it;\n"
+           "                          both sides need --check (ibv_rc_pingpong has none)\n"
            "      --op=OP             pingpong (default), write (one-sided RDMA WRITE) or read\n"
            "      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake (ping-pong only)\n"
            "  -v, --verbose           say more\n"
@@ -113,7 +116,7 @@ ibv_mtu parse_mtu(const char* text) {
 
 //! [options]
 Options parse_options(int argc, char** argv) {
-    enum { kBind = 1000, kTimeout, kWarmup, kOp, kCompat };
+    enum { kBind = 1000, kTimeout, kWarmup, kOp, kCompat, kCheck };
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                           {"ib-port", required_argument, nullptr, 'i'},
                                           {"gid-idx", required_argument, nullptr, 'g'},
@@ -128,6 +131,7 @@ Options parse_options(int argc, char** argv) {
                                           {"warmup", required_argument, nullptr, kWarmup},
                                           {"op", required_argument, nullptr, kOp},
                                           {"rc-pingpong-compat", no_argument, nullptr, kCompat},
+                                          {"check", no_argument, nullptr, kCheck},
                                           {"verbose", no_argument, nullptr, 'v'},
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
@@ -190,6 +194,9 @@ Options parse_options(int argc, char** argv) {
             case kCompat:
                 options.rc_pingpong_compat = true;
                 break;
+            case kCheck:
+                options.check = true;
+                break;
             case 'v':
                 options.verbose = true;
                 break;
@@ -209,11 +216,15 @@ Options parse_options(int argc, char** argv) {
         options.host = argv[optind++];
     if (optind < argc)
         throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    if (!options.host.empty() && !options.bind_address.empty())
+        throw UsageError("--bind is for the server; a client (HOST given) does not listen");
     if (options.rc_pingpong_compat && options.op != Operation::pingpong) {
         throw UsageError(
             "--rc-pingpong-compat carries no buffer address or rkey: it works with "
             "--op pingpong only");
     }
+    if (options.check && options.op != Operation::pingpong)
+        throw UsageError("--check is for --op pingpong (write and read always verify the data)");
     return options;
 }
 //! [options]
@@ -308,16 +319,40 @@ void fill_pattern(std::span<std::byte> buffer, std::uint64_t seed) {
         buffer[i] = std::byte{pattern_byte(seed, i)};
 }
 
+// The offset of the first byte that breaks the pattern, or nothing.
+std::optional<std::size_t> find_pattern_mismatch(std::span<const std::byte> buffer,
+                                                 std::uint64_t seed) {
+    for (std::size_t i = 0; i < buffer.size(); ++i) {
+        if (std::to_integer<unsigned>(buffer[i]) != pattern_byte(seed, i))
+            return i;
+    }
+    return std::nullopt;
+}
+
 // Throws TutorialError naming the first byte that differs.
 void verify_pattern(std::span<const std::byte> buffer, std::uint64_t seed, const char* what) {
-    for (std::size_t i = 0; i < buffer.size(); ++i) {
-        const auto got = std::to_integer<unsigned>(buffer[i]);
-        if (got != pattern_byte(seed, i)) {
-            char text[160];
-            std::snprintf(text, sizeof text, "%s: byte %zu is 0x%02x, expected 0x%02x", what, i,
-                          got, static_cast<unsigned>(pattern_byte(seed, i)));
-            throw TutorialError(kExitRdma, text);
-        }
+    if (const auto i = find_pattern_mismatch(buffer, seed)) {
+        char text[160];
+        std::snprintf(text, sizeof text, "%s: byte %zu is 0x%02x, expected 0x%02x", what, *i,
+                      std::to_integer<unsigned>(buffer[*i]),
+                      static_cast<unsigned>(pattern_byte(seed, *i)));
+        throw TutorialError(kExitRdma, text);
+    }
+}
+
+// --check in the ping-pong: message i of the client and message i of the server carry
+// different patterns, so a peer that only echoes what it received does not pass.
+std::uint64_t pingpong_seed(long long iteration, bool from_client) {
+    return static_cast<std::uint64_t>(iteration) * 2 + (from_client ? 0 : 1);
+}
+
+void check_pingpong_message(std::span<const std::byte> message, long long iteration,
+                            bool from_client) {
+    if (const auto i = find_pattern_mismatch(message, pingpong_seed(iteration, from_client))) {
+        throw TutorialError(kExitPeer,
+                            "--check: message " + std::to_string(iteration) + " is wrong at byte " +
+                                std::to_string(*i),
+                            "start both sides with --check (ibv_rc_pingpong has none)");
     }
 }
 
@@ -334,7 +369,33 @@ void print_address(const char* label, const PeerInfo& info) {
                 info.psn, gid_to_string(info.gid).c_str());
 }
 
-constexpr std::uint64_t kRecvWrId = ~std::uint64_t{0}, kSendWrId = ~std::uint64_t{0} - 1;
+constexpr std::uint64_t kRecvWrId = ~std::uint64_t{0}, kSendWrId = ~std::uint64_t{0} - 1,
+                        kProbeWrId = ~std::uint64_t{0} - 2;
+
+//! [probe]
+// Nothing for --timeout seconds. RC has no "peer gone" event: a side that only waits for a
+// receive would wait for ever. So, as step04, probe with one more send: a dead peer's QP does not
+// acknowledge it, and after the retries it fails with IBV_WC_RETRY_EXC_ERR (a
+// WorkCompletionError); an acknowledged probe means the peer's program is alive but stuck.
+[[noreturn]] void probe_idle_peer(RDMAEndpoint& endpoint, const std::string& waited) {
+    std::fprintf(stderr, "%s: %s; probing its QP\n", kProgram, waited.c_str());
+    try {
+        endpoint.post_send(kProbeWrId, 0, 0);
+        (void)endpoint.poll_completion(kProbeWrId, std::chrono::seconds(5));
+    } catch (const WorkCompletionError&) {
+        throw;  // its status says what happened to the peer
+    } catch (const TutorialError& e) {
+        if (e.exit_code() != kExitTimeout)
+            throw;  // interrupted
+        throw TutorialError(kExitTimeout, waited, "is the peer still running?");
+    } catch (const std::system_error&) {  // the send queue is full: no room for a probe
+        throw TutorialError(kExitTimeout, waited, "is the peer still running?");
+    }
+    throw TutorialError(kExitTimeout, waited,
+                        "its QP acknowledged a probe, so the peer's program is alive but stuck "
+                        "(or stopped)");
+}
+//! [probe]
 
 //! [pingpong]
 // step04's traffic, on the class: the client sends first; each side sends its next message as
@@ -353,15 +414,15 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
     const auto limit = std::chrono::seconds(options.timeout_seconds);
     auto last_progress = Clock::now();
     unsigned idle = 0;
+    const std::span<std::byte> message = endpoint.buffer().first(options.size);
     const auto check_idle = [&] {
         if (g_stop)
             throw TutorialError(kExitInterrupted, "interrupted");
         if (Clock::now() - last_progress > limit) {
-            throw TutorialError(kExitTimeout,
-                                "no completion for " + std::to_string(options.timeout_seconds) +
-                                    " s after " + std::to_string(received) + " of " +
-                                    std::to_string(total) + " messages",
-                                "is the peer still running, with the same -n?");
+            probe_idle_peer(endpoint, "no completion for " +
+                                          std::to_string(options.timeout_seconds) + " s after " +
+                                          std::to_string(received) + " of " +
+                                          std::to_string(total) + " messages");
         }
     };
     const auto send_completed = [&](std::uint64_t wr_id) {
@@ -371,6 +432,8 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
     const auto send_next = [&] {
         if (sent >= options.warmup)
             send_times.push_back(Clock::now());
+        if (options.check)
+            fill_pattern(message, pingpong_seed(sent, client));
         // Keep the send queue from overflowing: wait for a signaled completion first.
         while (unsignaled + 1 >= static_cast<long long>(options.tx_depth)) {
             ibv_wc wc{};
@@ -410,6 +473,8 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
                                         "-byte message, but -s is " + std::to_string(options.size),
                                     "both sides must use the same -s");
             }
+            if (options.check)
+                check_pingpong_message(message, received, !client);
             ++received;
             if (--posted_receives <= options.rx_depth / 2) {
                 endpoint.post_recv_batch(kRecvWrId, 0, options.size,

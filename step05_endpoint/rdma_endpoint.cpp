@@ -893,7 +893,8 @@ void RDMAEndpoint::connect(const PeerInfo& remote) {
     attr = {};
     attr.qp_state = IBV_QPS_RTS;
     attr.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try ...
-    attr.retry_cnt = 7;  // ... 8 tries: a dead peer is noticed within about half a second
+    attr.retry_cnt = 6;  // ... 7 tries: a dead peer is noticed within about half a second
+                         // (not 7: Soft-RoCE takes 7 to mean "for ever", as step04 notes)
     attr.rnr_retry = 7;  // 7 means: retry forever while the peer has no receive posted
     attr.sq_psn = psn_;
     attr.max_rd_atomic = max_rd_atomic_;

@@ -44,10 +44,10 @@ TEST(Options, DefaultsMatchRcPingpong) {
 }
 
 TEST(Options, ParsesEveryOption) {
-    const Options o = parse({"-d", "rxe0",     "-i", "2",     "-g",     "1",         "-s",
-                             "64", "-n",       "10", "-m",    "4096",   "-r",        "16",
-                             "-t", "4",        "-p", "20000", "--bind", "127.0.0.1", "--timeout",
-                             "3",  "--warmup", "5",  "--op",  "read",   "-v",        "server1"});
+    const Options o =
+        parse({"-d",        "rxe0", "-i",       "2",  "-g",   "1",    "-s", "64",     "-n",
+               "10",        "-m",   "4096",     "-r", "16",   "-t",   "4",  "-p",     "20000",
+               "--timeout", "3",    "--warmup", "5",  "--op", "read", "-v", "server1"});
     EXPECT_EQ(o.device, "rxe0");
     EXPECT_EQ(o.port, 2);
     EXPECT_EQ(o.gid_index, 1);
@@ -57,13 +57,15 @@ TEST(Options, ParsesEveryOption) {
     EXPECT_EQ(o.rx_depth, 16u);
     EXPECT_EQ(o.tx_depth, 4u);
     EXPECT_EQ(o.tcp_port, 20000);
-    EXPECT_EQ(o.bind_address, "127.0.0.1");
     EXPECT_EQ(o.timeout_seconds, 3);
     EXPECT_EQ(o.warmup, 5);
     EXPECT_EQ(o.op, Operation::read);
     EXPECT_TRUE(o.verbose);
     EXPECT_EQ(o.host, "server1");
+    EXPECT_EQ(parse({"--bind", "127.0.0.1"}).bind_address, "127.0.0.1");
     EXPECT_TRUE(parse({"--rc-pingpong-compat"}).rc_pingpong_compat);
+    EXPECT_FALSE(parse({}).check);
+    EXPECT_TRUE(parse({"--check", "host"}).check);
     EXPECT_EQ(parse({"--op=write"}).op, Operation::write);
 }
 
@@ -87,9 +89,13 @@ TEST(Options, RejectsBadValuesStrictly) {
     EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
     EXPECT_EQ(usage_error({"--size"}), "option '--size' needs a value");
     EXPECT_EQ(usage_error({"a", "b"}), "unexpected argument 'b'");
+    EXPECT_EQ(usage_error({"--bind", "127.0.0.1", "host"}),
+              "--bind is for the server; a client (HOST given) does not listen");
     EXPECT_EQ(usage_error({"--rc-pingpong-compat", "--op", "write"}),
               "--rc-pingpong-compat carries no buffer address or rkey: it works with --op "
               "pingpong only");
+    EXPECT_EQ(usage_error({"--check", "--op", "read"}),
+              "--check is for --op pingpong (write and read always verify the data)");
 }
 
 TEST(Options, GrantsRemoteAccessOnlyWhereNeeded) {
@@ -137,6 +143,30 @@ TEST(Pattern, VerifiesAndNamesTheFirstBadByte) {
     } catch (const tutorial::TutorialError& e) {
         EXPECT_NE(std::string(e.what()).find("buf: byte 257 is 0x"), std::string::npos) << e.what();
     }
+}
+
+TEST(Pattern, PingPongCheckTellsTheSidesAndIterationsApart) {
+    std::vector<std::byte> message(64);
+    tutorial::fill_pattern(message, tutorial::pingpong_seed(3, true));
+    EXPECT_NO_THROW(tutorial::check_pingpong_message(message, 3, true));
+    const auto error_of = [&](long long iteration, bool from_client) {
+        try {
+            tutorial::check_pingpong_message(message, iteration, from_client);
+        } catch (const tutorial::TutorialError& e) {
+            EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
+            EXPECT_EQ(e.hint(), "start both sides with --check (ibv_rc_pingpong has none)");
+            return std::string(e.what());
+        }
+        return std::string("(passed)");
+    };
+    // The server's message 3, an echo of the client's, and the client's message 4 all differ.
+    EXPECT_EQ(error_of(3, false), "--check: message 3 is wrong at byte 0");
+    EXPECT_EQ(error_of(4, true), "--check: message 4 is wrong at byte 0");
+    message[40] ^= std::byte{1};
+    EXPECT_EQ(error_of(3, true), "--check: message 3 is wrong at byte 40");
+    // A peer without --check sends a zeroed buffer first: caught at once.
+    std::vector<std::byte> zeros(1);
+    EXPECT_EQ(tutorial::find_pattern_mismatch(zeros, tutorial::pingpong_seed(0, true)), 0u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ program=$1
 run_cmd help "$program" --help
 expect_exit help 0
 expect_line help out "usage: step05_endpoint [options]          start a server and wait for a client"
+expect_match help out '^      --check '
 run_cmd bad "$program" --frobnicate
 expect_exit bad 2
 expect_line bad err "step05_endpoint: unknown option '--frobnicate'"

@@ -129,6 +129,7 @@ struct Options {
     long long iters = 1000;
     long long warmup = 0;
     bool check = false;
+    std::string latency_file;  // empty: none
     bool help = false;
 };
 
@@ -155,6 +156,9 @@ struct Options {
            "                       must run as many in all (default 0)\n"
            "      --check          fill each message with a pattern and verify it; both sides\n"
            "                       need --check (ibv_rc_pingpong has none)\n"
+           "      --latency-file=PATH\n"
+           "                       write each measured one-way latency in usec to PATH, one per\n"
+           "                       line after a few '# ' header lines (for plotting)\n"
            "  -h, --help           print this help and exit\n"
            "exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no provider,\n"
            "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 interrupted\n";
@@ -174,7 +178,7 @@ struct Options {
     return value;
 }
 
-enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck };
+enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency };
 
 [[nodiscard]] Options parse_options(int argc, char** argv) {
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -190,6 +194,7 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck };
                                           {"iters", required_argument, nullptr, 'n'},
                                           {"warmup", required_argument, nullptr, kOptWarmup},
                                           {"check", no_argument, nullptr, kOptCheck},
+                                          {"latency-file", required_argument, nullptr, kOptLatency},
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
     Options options;
@@ -247,6 +252,12 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck };
                 break;
             case kOptCheck:
                 options.check = true;
+                break;
+            case kOptLatency:
+                if (*optarg == '\0') {
+                    throw UsageError("--latency-file needs a path");
+                }
+                options.latency_file = optarg;
                 break;
             case 'h':
                 options.help = true;
@@ -1554,6 +1565,49 @@ inline constexpr char kResultLine[] =
 }
 //! [stats]
 
+//! [latency_file]
+// --latency-file: the samples behind the table, for plotting. A few "# " lines say what they
+// are; then one line per sample, in the order they were taken: one way (round trip / 2) in usec.
+// A sample is the time from one send to the next, so -n iterations give -n - 1 lines.
+[[nodiscard]] std::string latency_file_text(std::size_t size, long long iters,
+                                            std::span<const double> round_trips_usec) {
+    std::string text = std::string("# label: step04 busy poll\n# program: ") + kProgram +
+                       "\n# size: " + std::to_string(size) +
+                       "\n# iterations: " + std::to_string(iters) +
+                       "\n# unit: usec one-way (round trip / 2)\n";
+    char line[32];
+    for (const double round_trip : round_trips_usec) {
+        std::snprintf(line, sizeof line, "%.3f\n", round_trip / 2);
+        text += line;
+    }
+    return text;
+}
+
+struct FileCloser {
+    void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+};
+using OutputFile = std::unique_ptr<std::FILE, FileCloser>;
+
+// Opened before any RDMA resource exists: a path that cannot be written is a usage error, found
+// before the run rather than lost after it.
+[[nodiscard]] OutputFile open_latency_file(const std::string& path) {
+    if (path.empty()) {
+        return nullptr;
+    }
+    OutputFile file(std::fopen(path.c_str(), "w"));
+    if (!file) {
+        throw UsageError("cannot open --latency-file '" + path + "': " + std::strerror(errno));
+    }
+    return file;
+}
+
+void write_latency_file(std::FILE* file, const std::string& path, const std::string& text) {
+    if (std::fputs(text.c_str(), file) == EOF || std::fflush(file) != 0) {
+        throw std::system_error(errno, std::generic_category(), "writing --latency-file " + path);
+    }
+}
+//! [latency_file]
+
 //! [pattern]
 // --check: byte j of message i is (i + j) mod 251. A prime period never lines up with the
 // buffer, so a message from the wrong iteration or a shifted one does not pass.
@@ -1948,6 +2002,7 @@ void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {
 
 //! [run]
 void run(const Options& options) {
+    const OutputFile latency_file = open_latency_file(options.latency_file);
     install_stop_handlers();
     Resources resources;
     const ibv_device_attr attr = open_and_check(resources, options);
@@ -1981,6 +2036,10 @@ void run(const Options& options) {
     std::printf(
         "%s", latency_table(options.size, options.iters, compute_latency_stats(result.round_trips))
                   .c_str());
+    if (latency_file) {
+        write_latency_file(latency_file.get(), options.latency_file,
+                           latency_file_text(options.size, options.iters, result.round_trips));
+    }
 }
 //! [run]
 

@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -47,6 +49,7 @@ struct Options {
     Operation op = Operation::pingpong;
     bool rc_pingpong_compat = false;
     bool check = false;
+    std::string latency_file;  // empty: none
     bool verbose = false;
     bool help = false;
     std::string host;  // empty: server
@@ -73,6 +76,9 @@ const char* usage_text() {
            "0)\n"
            "      --check             ping-pong: fill each message with a pattern and verify it;\n"
            "                          both sides need --check (ibv_rc_pingpong has none)\n"
+           "      --latency-file=PATH ping-pong: write each measured one-way latency in usec to\n"
+           "                          PATH, one per line after a few '# ' header lines (for\n"
+           "                          plotting)\n"
            "      --op=OP             pingpong (default), write (one-sided RDMA WRITE) or read\n"
            "      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake (ping-pong only)\n"
            "  -v, --verbose           say more\n"
@@ -116,7 +122,7 @@ ibv_mtu parse_mtu(const char* text) {
 
 //! [options]
 Options parse_options(int argc, char** argv) {
-    enum { kBind = 1000, kTimeout, kWarmup, kOp, kCompat, kCheck };
+    enum { kBind = 1000, kTimeout, kWarmup, kOp, kCompat, kCheck, kLatency };
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                           {"ib-port", required_argument, nullptr, 'i'},
                                           {"gid-idx", required_argument, nullptr, 'g'},
@@ -132,6 +138,7 @@ Options parse_options(int argc, char** argv) {
                                           {"op", required_argument, nullptr, kOp},
                                           {"rc-pingpong-compat", no_argument, nullptr, kCompat},
                                           {"check", no_argument, nullptr, kCheck},
+                                          {"latency-file", required_argument, nullptr, kLatency},
                                           {"verbose", no_argument, nullptr, 'v'},
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
@@ -197,6 +204,11 @@ Options parse_options(int argc, char** argv) {
             case kCheck:
                 options.check = true;
                 break;
+            case kLatency:
+                if (*optarg == '\0')
+                    throw UsageError("--latency-file needs a path");
+                options.latency_file = optarg;
+                break;
             case 'v':
                 options.verbose = true;
                 break;
@@ -225,6 +237,8 @@ Options parse_options(int argc, char** argv) {
     }
     if (options.check && options.op != Operation::pingpong)
         throw UsageError("--check is for --op pingpong (write and read always verify the data)");
+    if (!options.latency_file.empty() && options.op != Operation::pingpong)
+        throw UsageError("--latency-file is for --op pingpong");
     return options;
 }
 //! [options]
@@ -307,6 +321,47 @@ inline constexpr char kResultLine[] =
            row + kResultLine;
 }
 //! [stats]
+
+//! [latency-file]
+// Copied from step04: --latency-file, the samples behind the table, for plotting. A few "# " lines
+// say what they are; then one line per sample, in the order they were taken: one way (round
+// trip / 2) in usec. A sample is the time from one send to the next, so -n iterations give -n - 1
+// lines.
+[[nodiscard]] std::string latency_file_text(std::size_t size, long long iters,
+                                            std::span<const double> round_trips_usec) {
+    std::string text = std::string("# label: step05 busy poll\n# program: ") + kProgram +
+                       "\n# size: " + std::to_string(size) +
+                       "\n# iterations: " + std::to_string(iters) +
+                       "\n# unit: usec one-way (round trip / 2)\n";
+    char line[32];
+    for (const double round_trip : round_trips_usec) {
+        std::snprintf(line, sizeof line, "%.3f\n", round_trip / 2);
+        text += line;
+    }
+    return text;
+}
+
+struct FileCloser {
+    void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+};
+using OutputFile = std::unique_ptr<std::FILE, FileCloser>;
+
+// Opened before any RDMA resource exists: a path that cannot be written is a usage error, found
+// before the run rather than lost after it.
+[[nodiscard]] OutputFile open_latency_file(const std::string& path) {
+    if (path.empty())
+        return nullptr;
+    OutputFile file(std::fopen(path.c_str(), "w"));
+    if (!file)
+        throw UsageError("cannot open --latency-file '" + path + "': " + std::strerror(errno));
+    return file;
+}
+
+void write_latency_file(std::FILE* file, const std::string& path, const std::string& text) {
+    if (std::fputs(text.c_str(), file) == EOF || std::fflush(file) != 0)
+        throw std::system_error(errno, std::generic_category(), "writing --latency-file " + path);
+}
+//! [latency-file]
 
 // ------------------------------------------------------------------ payload patterns
 
@@ -401,7 +456,7 @@ constexpr std::uint64_t kRecvWrId = ~std::uint64_t{0}, kSendWrId = ~std::uint64_
 // step04's traffic, on the class: the client sends first; each side sends its next message as
 // soon as the peer's arrives. Sends are signaled every tx_depth / 2 (and the last one), so one
 // completion frees the queue slots of the unsignaled sends before it; wr_id = send index.
-void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
+void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* latency_file) {
     using Clock = std::chrono::steady_clock;
     const bool client = !options.host.empty();
     const long long total = options.iters + options.warmup;
@@ -497,9 +552,12 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
     }
     std::fputs(rc_pingpong_summary(options.size, options.iters, usec).c_str(), stdout);
     std::fputs(
-        latency_table(options.size, options.iters, compute_latency_stats(std::move(round_trips)))
-            .c_str(),
+        latency_table(options.size, options.iters, compute_latency_stats(round_trips)).c_str(),
         stdout);
+    if (latency_file != nullptr) {
+        write_latency_file(latency_file, options.latency_file,
+                           latency_file_text(options.size, options.iters, round_trips));
+    }
 }
 //! [pingpong]
 
@@ -614,6 +672,7 @@ EndpointConfig endpoint_config(const Options& options) {
 }
 
 void run(const Options& options) {
+    const OutputFile latency_file = open_latency_file(options.latency_file);
     RDMAEndpoint endpoint(endpoint_config(options));
     if (options.verbose) {
         std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
@@ -644,7 +703,7 @@ void run(const Options& options) {
     }
     switch (options.op) {
         case Operation::pingpong:
-            run_pingpong(endpoint, options);
+            run_pingpong(endpoint, options, latency_file.get());
             break;
         case Operation::write:
             run_write(endpoint, options);

@@ -245,6 +245,7 @@ TEST(Options, DefaultsAreRcPingpongs) {
     EXPECT_EQ(options.rx_depth, 500);
     EXPECT_EQ(options.warmup, 0);
     EXPECT_FALSE(options.check);
+    EXPECT_TRUE(options.latency_file.empty());
     EXPECT_EQ(options.tcp_port, 18515);
     EXPECT_EQ(options.timeout_seconds, 10);
     EXPECT_EQ(options.gid_index, -1);
@@ -272,6 +273,8 @@ TEST(Options, RejectsBadValues) {
     EXPECT_THROW(parse({"-s", "0"}), UsageError);
     EXPECT_THROW(parse({"-n", "1"}), UsageError);
     EXPECT_THROW(parse({"--warmup", "-1"}), UsageError);
+    EXPECT_THROW(parse({"--latency-file="}), UsageError);
+    EXPECT_THROW(parse({"--latency-file"}), UsageError);
 }
 
 TEST(Options, RcPingpongOptionsAndOurs) {
@@ -365,6 +368,56 @@ TEST(Summary, TableHasIbSendLatsColumns) {
                          "percentile[usec] \n"),
               std::string::npos);
     EXPECT_NE(table.find(" 2       10000          1.50 "), std::string::npos);
+}
+
+TEST(LatencyFile, OptionTakesAPath) {
+    EXPECT_EQ(parse({"--latency-file", "/tmp/lat.txt", "host"}).latency_file, "/tmp/lat.txt");
+    EXPECT_EQ(parse({"--latency-file=out.txt"}).latency_file, "out.txt");
+}
+
+TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
+    const std::vector<double> round_trips{20.0, 18.5, 1234.5678, 0.001};
+    EXPECT_EQ(latency_file_text(2, 5, round_trips),
+              "# label: step04 busy poll\n"
+              "# program: step04_pingpong\n"
+              "# size: 2\n"
+              "# iterations: 5\n"
+              "# unit: usec one-way (round trip / 2)\n"
+              "10.000\n"
+              "9.250\n"
+              "617.284\n"
+              "0.001\n");
+    EXPECT_EQ(latency_file_text(4096, 1000, {}),
+              "# label: step04 busy poll\n# program: step04_pingpong\n# size: 4096\n"
+              "# iterations: 1000\n# unit: usec one-way (round trip / 2)\n");
+}
+
+TEST(LatencyFile, AnUnwritablePathIsAUsageError) {
+    EXPECT_EQ(open_latency_file(""), nullptr);
+    try {
+        (void)open_latency_file("/nonexistent-dir/lat.txt");
+        FAIL() << "opened";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(),
+                     "cannot open --latency-file '/nonexistent-dir/lat.txt': No such file or "
+                     "directory");
+    }
+    char path[] = "/tmp/step04_latency_XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    {
+        const OutputFile file = open_latency_file(path);
+        ASSERT_NE(file, nullptr);
+        write_latency_file(file.get(), path, "# x\n1.000\n");
+    }
+    std::FILE* in = std::fopen(path, "r");
+    ASSERT_NE(in, nullptr);
+    std::array<char, 64> back{};
+    const std::size_t got = std::fread(back.data(), 1, back.size(), in);
+    std::fclose(in);
+    std::remove(path);
+    EXPECT_EQ(std::string(back.data(), got), "# x\n1.000\n");
 }
 
 TEST(CheckPattern, DependsOnIterationAndOffset) {

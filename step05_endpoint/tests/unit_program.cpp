@@ -66,6 +66,9 @@ TEST(Options, ParsesEveryOption) {
     EXPECT_TRUE(parse({"--rc-pingpong-compat"}).rc_pingpong_compat);
     EXPECT_FALSE(parse({}).check);
     EXPECT_TRUE(parse({"--check", "host"}).check);
+    EXPECT_TRUE(parse({}).latency_file.empty());
+    EXPECT_EQ(parse({"--latency-file", "/tmp/lat.txt", "host"}).latency_file, "/tmp/lat.txt");
+    EXPECT_EQ(parse({"--latency-file=out.txt"}).latency_file, "out.txt");
     EXPECT_EQ(parse({"--op=write"}).op, Operation::write);
 }
 
@@ -96,6 +99,10 @@ TEST(Options, RejectsBadValuesStrictly) {
               "pingpong only");
     EXPECT_EQ(usage_error({"--check", "--op", "read"}),
               "--check is for --op pingpong (write and read always verify the data)");
+    EXPECT_EQ(usage_error({"--latency-file", "x", "--op", "write"}),
+              "--latency-file is for --op pingpong");
+    EXPECT_EQ(usage_error({"--latency-file="}), "--latency-file needs a path");
+    EXPECT_EQ(usage_error({"--latency-file"}), "option '--latency-file' needs a value");
 }
 
 TEST(Options, GrantsRemoteAccessOnlyWhereNeeded) {
@@ -129,6 +136,51 @@ TEST(Stats, KnownSamplesAsStep04AndPerftest) {
     EXPECT_EQ(tutorial::rc_pingpong_summary(4096, 1000, 2000000.0),
               "8192000 bytes in 2.00 seconds = 32.77 Mbit/sec\n"
               "1000 iters in 2.00 seconds = 2000.00 usec/iter\n");
+}
+
+TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
+    const std::vector<double> round_trips{20.0, 18.5, 1234.5678, 0.001};
+    EXPECT_EQ(tutorial::latency_file_text(2, 5, round_trips),
+              "# label: step05 busy poll\n"
+              "# program: step05_endpoint\n"
+              "# size: 2\n"
+              "# iterations: 5\n"
+              "# unit: usec one-way (round trip / 2)\n"
+              "10.000\n"
+              "9.250\n"
+              "617.284\n"
+              "0.001\n");
+    EXPECT_EQ(tutorial::latency_file_text(4096, 1000, {}),
+              "# label: step05 busy poll\n# program: step05_endpoint\n# size: 4096\n"
+              "# iterations: 1000\n# unit: usec one-way (round trip / 2)\n");
+}
+
+TEST(LatencyFile, AnUnwritablePathIsAUsageError) {
+    EXPECT_EQ(tutorial::open_latency_file(""), nullptr);
+    try {
+        (void)tutorial::open_latency_file("/nonexistent-dir/lat.txt");
+        FAIL() << "opened";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(),
+                     "cannot open --latency-file '/nonexistent-dir/lat.txt': No such file or "
+                     "directory");
+    }
+    char path[] = "/tmp/step05_latency_XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    {
+        const tutorial::OutputFile file = tutorial::open_latency_file(path);
+        ASSERT_NE(file, nullptr);
+        tutorial::write_latency_file(file.get(), path, "# x\n1.000\n");
+    }
+    std::FILE* in = std::fopen(path, "r");
+    ASSERT_NE(in, nullptr);
+    std::array<char, 64> back{};
+    const std::size_t got = std::fread(back.data(), 1, back.size(), in);
+    std::fclose(in);
+    std::remove(path);
+    EXPECT_EQ(std::string(back.data(), got), "# x\n1.000\n");
 }
 
 TEST(Pattern, VerifiesAndNamesTheFirstBadByte) {

@@ -1016,23 +1016,9 @@ void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
     }
 }
 
-//! [post-to-send-queue]
-// Every send-queue post ends here: buffer()[offset, +length) is the request's only SGE (none for
-// a zero length), and the payload goes inline when it fits and leaves from this side.
-void RDMAEndpoint::post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
-                static_cast<std::uint32_t>(length), mr_->lkey};
-    wr.sg_list = &sge;
-    wr.num_sge = length > 0 ? 1 : 0;
-    // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
-    if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
-        wr.send_flags |= IBV_SEND_INLINE;
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_post_send");
-    }
+void RDMAEndpoint::throw_post_send_failed(int rc) {
+    throw std::system_error(rc, std::generic_category(), "ibv_post_send");
 }
-//! [post-to-send-queue]
 
 void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length) {
     post_recv_batch(wr_id, offset, length, 1);

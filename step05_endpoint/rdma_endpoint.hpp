@@ -418,7 +418,21 @@ class RDMAEndpoint {
     void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
                                   std::size_t local_offset, std::size_t remote_offset,
                                   std::size_t length, std::uint32_t imm_data);
-    void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length);
+    // Every send-queue post ends here, inline too: buffer()[offset, +length) is the request's only
+    // SGE (none for a zero length), and the payload goes inline when it fits and leaves from here.
+    void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
+                    static_cast<std::uint32_t>(length), mr_->lkey};
+        wr.sg_list = &sge;
+        wr.num_sge = length > 0 ? 1 : 0;
+        // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
+        if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
+            wr.send_flags |= IBV_SEND_INLINE;
+        ibv_send_wr* bad = nullptr;
+        if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
+            throw_post_send_failed(rc);
+    }
+    [[noreturn]] static void throw_post_send_failed(int rc);
     void handshake_as_client(int fd);
     void handshake_as_server(int fd);
     void release() noexcept;

@@ -1568,12 +1568,13 @@ inline constexpr char kResultLine[] =
 //! [latency_file]
 // --latency-file: the samples behind the table, for plotting. A few "# " lines say what they
 // are; then one line per sample, in the order they were taken: one way (round trip / 2) in usec.
-// A sample is the time from one send to the next, so -n iterations give -n - 1 lines.
-[[nodiscard]] std::string latency_file_text(std::size_t size, long long iters,
+// A sample is the time from one send to the next, so -n iterations give -n - 1 lines, the count
+// that "# iterations" gives.
+[[nodiscard]] std::string latency_file_text(std::size_t size,
                                             std::span<const double> round_trips_usec) {
     std::string text = std::string("# label: step04 busy poll\n# program: ") + kProgram +
                        "\n# size: " + std::to_string(size) +
-                       "\n# iterations: " + std::to_string(iters) +
+                       "\n# iterations: " + std::to_string(round_trips_usec.size()) +
                        "\n# unit: usec one-way (round trip / 2)\n";
     char line[32];
     for (const double round_trip : round_trips_usec) {
@@ -2038,7 +2039,7 @@ void run(const Options& options) {
                   .c_str());
     if (latency_file) {
         write_latency_file(latency_file.get(), options.latency_file,
-                           latency_file_text(options.size, options.iters, result.round_trips));
+                           latency_file_text(options.size, result.round_trips));
     }
 }
 //! [run]

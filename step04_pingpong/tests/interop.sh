@@ -1,5 +1,6 @@
 # step04_pingpong interoperates with rdma-core's ibv_rc_pingpong in both directions, and with
-# itself at sizes 1, 64, 4096 and 65536 (multi-packet), with --check and --warmup.
+# itself at sizes 1, 64, 4096 and 65536 (multi-packet), with --check and --warmup, and
+# --latency-file at 64 bytes.
 source "$TESTLIB"
 require_device
 prog=$1
@@ -45,12 +46,29 @@ for size in 1 64 4096 65536; do
     port=$((port + 1))
     run_cmd server_$size timeout 90 "$prog" -p "$port" -s $size -n $iters --timeout 90 "${extra[@]}" &
     wait_for_listen "$port" 30
-    run_cmd client_$size timeout 90 "$prog" -p "$port" -s $size -n $iters "${extra[@]}" 127.0.0.1
+    client_extra=()
+    ((size == 64)) && client_extra=(--latency-file "$TEST_TMP/client64.lat")
+    run_cmd client_$size timeout 90 "$prog" -p "$port" -s $size -n $iters "${extra[@]}" \
+        "${client_extra[@]}" 127.0.0.1
     wait
     for side in server client; do
         expect_summary ${side}_$size $size $iters
         expect_table ${side}_$size $size $iters
     done
 done
+# --latency-file (64 bytes): the header, iters - 1 one-way samples with 3 decimals, and the
+# median of all but the 2 largest (perftest's rule) is the table's t_typical.
+lat=$TEST_TMP/client64.lat
+samples=$((iters - 1))
+expected=$'# label: step04 busy poll\n# program: step04_pingpong\n# size: 64\n# iterations: '$samples$'\n# unit: usec one-way (round trip / 2)'
+[[ $(head -n 5 "$lat") == "$expected" ]] || fail "client64.lat: unexpected header: $(head -n 5 "$lat")"
+[[ $(grep -cE '^[0-9]+\.[0-9]{3}$' "$lat") == "$samples" && $(wc -l <"$lat") == $((samples + 5)) ]] ||
+    fail "client64.lat: expected $samples samples with 3 decimals"
+median=$(grep -v '^#' "$lat" | sort -g | awk -v m=$((samples - 2)) '
+    { s[NR - 1] = $1 }
+    END { print (m % 2 == 0) ? (s[m / 2] + s[m / 2 - 1]) / 2 : s[int(m / 2)] }')
+typical=$(awk '/t_typical/ { getline; print $5; exit }' "$TEST_TMP/client_64.out")
+awk -v a="$median" -v b="$typical" 'BEGIN { d = a - b; exit !(d < 0.006 && d > -0.006) }' ||
+    fail "client64.lat: median $median, but the table says t_typical $typical"
 # Inline sends are used exactly when the message fits the QP's max_inline_data.
 echo PASS

@@ -1,5 +1,5 @@
 # Faults: no server, port in use, an unknown device, a peer
-# killed mid-run, SIGINT. Each ends with its documented exit code and message, in bounded time.
+# killed mid-run, a peer stopped mid-run (the idle probe), SIGINT. Each ends with its documented exit code and message, in bounded time.
 source "$TESTLIB"
 require_device
 program=$1
@@ -47,4 +47,26 @@ wait "$server"
 rc=$(<"$TEST_TMP/survivor.rc")
 [[ $rc == 1 || $rc == 7 ]] || fail "survivor: expected exit 1 or 7, got $rc"
 expect_match survivor err "^step05_endpoint: (work completion failed: IBV_WC_RETRY_EXC_ERR|no completion for 3 s)"
+
+# A server stopped (SIGSTOP) mid-run: its kernel QP still acknowledges, so after --timeout the
+# client's probe send succeeds and the client says the peer is alive but stuck (exit 7).
+port=$((20000 + RANDOM % 20000))
+run_cmd stopped "$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 60 &
+server=$!
+wait_for_listen "$port" 30 "$server"
+run_cmd prober "$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 2 127.0.0.1 &
+client=$!
+wait_for_line prober out "remote address" 30
+sleep 1
+server_program=$(program_pid "$server")
+kill -STOP "$server_program"
+start=$(ms_now)
+wait "$client"
+expect_within "$start" 15 "the probe of a stopped server"
+kill -KILL "$server_program"
+wait "$server" || true
+expect_exit prober 7
+expect_match prober err "^step05_endpoint: no completion for 2 s after [0-9]+ of 100000000 messages; probing its QP$"
+expect_match prober err "^step05_endpoint: no completion for 2 s after [0-9]+ of 100000000 messages$"
+expect_line prober err "hint: its QP acknowledged a probe, so the peer's program is alive but stuck (or stopped)"
 echo PASS

@@ -1,5 +1,6 @@
 # step05's ping-pong (handshake v2) between two step05s, at several sizes: both sides print
-# rc_pingpong's two summary lines and the latency table.
+# rc_pingpong's two summary lines and the latency table. Then --check on both sides with
+# --latency-file, and --check on one side only (exit 6, naming the message and byte).
 source "$TESTLIB"
 require_device
 program=$1
@@ -22,4 +23,49 @@ for size in 1 4096; do
     client_qpn=$(field "client$size" out '^  local address:  LID 0x[0-9a-f]+, QPN (0x[0-9a-f]+),.*')
     expect_match "server$size" out "^  remote address: LID 0x[0-9a-f]+, QPN $client_qpn,"
 done
+
+# --check on both sides, --latency-file on the client: every message verified, and the file
+# holds the table's samples: the header, n - 1 one-way samples with 3 decimals, and the median
+# of all but the 2 largest (perftest's rule) is the table's t_typical.
+n=200
+port=$((20000 + RANDOM % 20000))
+run_cmd check_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n $n --check --timeout 30 &
+server=$!
+wait_for_listen "$port" 30 "$server"
+run_cmd check_client "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n $n --check --timeout 30 \
+    --latency-file "$TEST_TMP/client.lat" 127.0.0.1
+wait "$server"
+for side in check_server check_client; do
+    expect_exit $side 0
+    expect_match $side out "^$n iters in [0-9.]+ seconds = [0-9.]+ usec/iter$"
+done
+lat=$TEST_TMP/client.lat
+samples=$((n - 1))
+expected=$'# label: step05 busy poll\n# program: step05_endpoint\n# size: 64\n# iterations: '$samples$'\n# unit: usec one-way (round trip / 2)'
+[[ $(head -n 5 "$lat") == "$expected" ]] || fail "client.lat: unexpected header: $(head -n 5 "$lat")"
+[[ $(grep -cE '^[0-9]+\.[0-9]{3}$' "$lat") == "$samples" && $(wc -l <"$lat") == $((samples + 5)) ]] ||
+    fail "client.lat: expected $samples samples with 3 decimals"
+median=$(grep -v '^#' "$lat" | sort -g | awk -v m=$((samples - 2)) '
+    { s[NR - 1] = $1 }
+    END { print (m % 2 == 0) ? (s[m / 2] + s[m / 2 - 1]) / 2 : s[int(m / 2)] }')
+typical=$(awk '/t_typical/ { getline; print $5; exit }' "$TEST_TMP/check_client.out")
+awk -v a="$median" -v b="$typical" 'BEGIN { d = a - b; exit !(d < 0.006 && d > -0.006) }' ||
+    fail "client.lat: median $median, but the table says t_typical $typical"
+
+# --check on the client only: the server's replies do not carry the client's expected pattern,
+# so the client stops at the first one (exit 6, naming the message and the byte). The server
+# then waits for a client that is gone: it ends within its --timeout and a probe.
+port=$((20000 + RANDOM % 20000))
+run_cmd plain_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 10 --timeout 3 &
+server=$!
+wait_for_listen "$port" 30 "$server"
+run_cmd one_check "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 10 --check --timeout 30 127.0.0.1
+start=$(ms_now)
+wait "$server"
+expect_within "$start" 20 "the plain server's end after the checking client left"
+expect_exit one_check 6
+expect_match one_check err "^step05_endpoint: --check: message 0 is wrong at byte [0-9]+$"
+expect_line one_check err "hint: start both sides with --check (ibv_rc_pingpong has none)"
+rc=$(<"$TEST_TMP/plain_server.rc")
+[[ $rc == 1 || $rc == 7 ]] || fail "plain_server: expected exit 1 or 7, got $rc"
 echo PASS

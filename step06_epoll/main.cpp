@@ -992,9 +992,11 @@ void Server::safety_net_sweep(bool timed_out) {
 
 //! [server_spin]
 /// One pass of the server's spin: polls every connected client's CQ once and
-/// handles what it finds. The CQs stay armed (the protocol re-armed them after
-/// their last event), so what this takes still raises an event later, whose
-/// drain may find the CQ empty: legal, and counted as an empty drain.
+/// handles what it finds. The protocol left each CQ armed, so the first
+/// completion this takes raises one event, which also disarms the CQ: the
+/// completions after it raise none while the spin goes on (see wait_for_work).
+/// That event's drain, when the spin ends, may find the CQ empty: legal, and
+/// counted as an empty drain.
 std::uint64_t Server::spin_poll(std::size_t& connected) {
     std::array<ibv_wc, 16> batch{};
     std::uint64_t found = 0;
@@ -1023,17 +1025,24 @@ std::uint64_t Server::spin_poll(std::size_t& connected) {
 
 /// epoll_wait, with --spin-us spinning first while any client is connected (as
 /// busy-poll sockets do): work found restarts the window; only N us with
-/// nothing found lets the thread sleep. The listening socket, the signalfd and
-/// the channels are checked on every pass (epoll_wait with timeout 0), and a
-/// spin never outlasts one safety period, so that the housekeeping runs.
+/// nothing found lets the thread sleep. Every 20 us the spin asks epoll_wait
+/// (timeout 0) whether anything is ready, and returns for the listening
+/// socket, the signalfd or a handshake socket. A ready completion channel does
+/// not end the spin: its one event was raised by a completion that the spin
+/// takes anyway, and it disarmed the CQ, so the spin runs on without events,
+/// like rsocket's lazy arming. The sleeping epoll_wait then returns that event
+/// at once, and its service re-arms and drains as the protocol says. A spin
+/// never outlasts one safety period, so that the housekeeping runs.
 /// timed_out: the sleeping epoll_wait returned with nothing ready.
 int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
     timed_out = false;
     const int capacity = static_cast<int>(ready.size());
     if (o_.spin_us > 0) {
         const auto window = std::chrono::microseconds(o_.spin_us);
+        constexpr auto kEpollCheck = std::chrono::microseconds(20);
         const auto start = Clock::now();
         auto quiet_until = start + window;
+        auto next_check = start;
         for (;;) {
             std::size_t connected = 0;
             const std::uint32_t ended_before = ended_;
@@ -1046,13 +1055,20 @@ int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
             if (connected == 0) {
                 break;  // nobody to spin for
             }
-            const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, 0);
-            if (n != 0) {
-                return n;
-            }
             const auto now = Clock::now();
+            if (now >= next_check) {
+                next_check = now + kEpollCheck;
+                const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, 0);
+                const auto is_channel = [](const epoll_event& e) {
+                    return static_cast<Kind>(e.data.u64 & 3) == kChannel;
+                };
+                if (n < 0 || !std::all_of(ready.begin(), ready.begin() + std::max(n, 0),
+                                          is_channel)) {
+                    return n;  // an error, or a socket or signal to handle now
+                }
+            }
             if (now >= quiet_until) {
-                break;  // quiet for N us: sleep (every CQ is armed)
+                break;  // quiet for N us: sleep (a pending event returns at once)
             }
             if (now - start >= std::chrono::milliseconds(o_.safety_ms)) {
                 return 0;

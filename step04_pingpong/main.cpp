@@ -1684,6 +1684,7 @@ class PingPong {
           plan_(plan),
           signal_every_(std::max(1, plan.tx_depth / 2)),
           total_(plan.warmup + plan.iters),
+          refill_batch_(std::max(1, std::min(kRefillBatch, plan.rx_depth / 2))),
           posted_receives_(plan.rx_depth) {
         send_times_.reserve(static_cast<std::size_t>(plan.iters));
     }
@@ -1752,7 +1753,7 @@ class PingPong {
             }
         }
         ++received_;
-        if (--posted_receives_ <= plan_.rx_depth / 2) {
+        if (--posted_receives_ <= plan_.rx_depth - refill_batch_) {
             post_receives(resources_, plan_.size, plan_.rx_depth - posted_receives_);
             posted_receives_ = plan_.rx_depth;
         }
@@ -1864,6 +1865,10 @@ class PingPong {
     const PingPongPlan& plan_;
     const long long signal_every_;
     const long long total_;
+    // Receives are re-posted 16 at a time (fewer when -r is small): often enough that one
+    // refill is a short pause, and never 250 at once, which shows in the latency's tail.
+    static constexpr int kRefillBatch = 16;
+    const int refill_batch_;
     long long sent_ = 0;
     long long received_ = 0;
     long long completed_sends_ = 0;

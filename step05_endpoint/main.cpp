@@ -463,6 +463,8 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
     const long long signal_every = std::max<long long>(1, options.tx_depth / 2);
     long long sent = 0, received = 0, completed_sends = 0, unsignaled = 0;
     std::uint32_t posted_receives = options.rx_depth;
+    // As step04: receives are re-posted 16 at a time (fewer when -r is small).
+    const std::uint32_t refill_batch = std::max(1U, std::min(16U, options.rx_depth / 2));
     std::vector<Clock::time_point> send_times;
     send_times.reserve(static_cast<std::size_t>(options.iters));
     std::array<ibv_wc, 16> completions{};
@@ -531,7 +533,7 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
             if (options.check)
                 check_pingpong_message(message, received, !client);
             ++received;
-            if (--posted_receives <= options.rx_depth / 2) {
+            if (--posted_receives <= options.rx_depth - refill_batch) {
                 endpoint.post_recv_batch(kRecvWrId, 0, options.size,
                                          options.rx_depth - posted_receives);
                 posted_receives = options.rx_depth;

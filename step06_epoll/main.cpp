@@ -536,7 +536,10 @@ class PingPong {
             --posted_receives_;
             awaiting_receive_ = false;
             last_receive_ = Clock::now();
-            if (posted_receives_ <= rx_depth_ / 2 && received_ + posted_receives_ < iters_) {
+            // As step04: re-post 16 at a time (fewer when -r is small).
+            const std::uint32_t refill_batch = std::max(1U, std::min(16U, rx_depth_ / 2));
+            if (posted_receives_ <= rx_depth_ - refill_batch &&
+                received_ + posted_receives_ < iters_) {
                 refill_receives();
             }
         } else {
@@ -1062,8 +1065,8 @@ int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
                 const auto is_channel = [](const epoll_event& e) {
                     return static_cast<Kind>(e.data.u64 & 3) == kChannel;
                 };
-                if (n < 0 || !std::all_of(ready.begin(), ready.begin() + std::max(n, 0),
-                                          is_channel)) {
+                if (n < 0 ||
+                    !std::all_of(ready.begin(), ready.begin() + std::max(n, 0), is_channel)) {
                     return n;  // an error, or a socket or signal to handle now
                 }
             }

@@ -490,13 +490,18 @@ using Clock = std::chrono::steady_clock;
 
 // ------------------------------------------------------- the ping-pong engine
 
-constexpr std::uint64_t kSendWrId = 1, kRecvWrId = 2;
+// A send's wr_id is its index (0, 1, ...); every receive has this one.
+constexpr std::uint64_t kRecvWrId = ~std::uint64_t{0};
 constexpr int kClientSide = 0, kServerSide = 1;
 
 //! [pingpong]
 /// One side of step04's ping-pong over an endpoint whose buffer holds
-/// [receive slot | send slot]. Sends only when the previous send completed and
-/// the previous message arrived, exactly as ibv_rc_pingpong does.
+/// [receive slot | send slot]. As in step04, each side sends its next message
+/// as soon as the peer's has arrived, and only every tx_depth/2-th send (and the
+/// last) asks for a completion: so a waiting side is woken once per message, by
+/// the peer's message, not a second time by its own send's completion. Reusing
+/// the send slot is safe for the same reason as in step04: the peer answers
+/// only what has arrived.
 class PingPong {
   public:
     PingPong(RDMAEndpoint& endpoint, const Options& options, int side)
@@ -504,6 +509,8 @@ class PingPong {
           size_(options.size),
           iters_(options.iters),
           rx_depth_(options.rx_depth),
+          tx_depth_(options.tx_depth),
+          signal_every_(std::max(1U, options.tx_depth / 2)),
           check_(options.check),
           side_(side) {}
 
@@ -515,9 +522,9 @@ class PingPong {
         if (wc.status != IBV_WC_SUCCESS) {
             throw WorkCompletionError(wc);
         }
-        if (wc.wr_id == kSendWrId) {
-            ++send_completions_;
-            send_in_flight_ = false;
+        if (wc.wr_id < sent_) {
+            // A signaled send: it and every unsignaled send before it are done.
+            completed_sends_ = static_cast<std::uint32_t>(wc.wr_id) + 1;
         } else if (wc.wr_id == kRecvWrId) {
             if (wc.byte_len != size_) {
                 throw TutorialError(kExitPeer, "message " + std::to_string(received_) + " has " +
@@ -549,7 +556,7 @@ class PingPong {
 
     /// Posts the next message when the ping-pong allows it; true if it did.
     bool maybe_send() {
-        if (send_in_flight_ || awaiting_receive_ || sent_ >= iters_) {
+        if (!ready_to_send()) {
             return false;
         }
         // The server answers message i; the client sends message i after reply i-1.
@@ -561,18 +568,20 @@ class PingPong {
             fill_payload(slot, sent_, side_);
         }
         last_send_ = Clock::now();
-        ep_.post_send(kSendWrId, size_, size_);
+        const bool signaled = (sent_ + 1) % signal_every_ == 0 || sent_ + 1 == iters_;
+        ep_.post_send(sent_, size_, size_, signaled);
         ++sent_;
-        send_in_flight_ = true;
         awaiting_receive_ = side_ == kClientSide;
         return true;
     }
 
     [[nodiscard]] bool complete() const {
-        return received_ == iters_ && send_completions_ == iters_;
+        return received_ == iters_ && completed_sends_ == iters_;
     }
     [[nodiscard]] bool ready_to_send() const {
-        return !send_in_flight_ && !awaiting_receive_ && sent_ < iters_;
+        // Room in the send queue: its unsignaled sends are freed only by a later
+        // signaled one, so never more than tx_depth outstanding.
+        return !awaiting_receive_ && sent_ < iters_ && sent_ - completed_sends_ < tx_depth_;
     }
     [[nodiscard]] std::uint32_t received() const { return received_; }
     [[nodiscard]] std::uint32_t sent() const { return sent_; }
@@ -592,11 +601,12 @@ class PingPong {
     std::size_t size_;
     std::uint32_t iters_;
     std::uint32_t rx_depth_;
+    std::uint32_t tx_depth_;
+    std::uint32_t signal_every_;
     bool check_;
     int side_;
-    std::uint32_t sent_ = 0, received_ = 0, send_completions_ = 0, verified_ = 0;
+    std::uint32_t sent_ = 0, received_ = 0, completed_sends_ = 0, verified_ = 0;
     std::uint32_t posted_receives_ = 0;
-    bool send_in_flight_ = false;
     bool awaiting_receive_ = false;
     Clock::time_point last_send_{}, last_receive_{};
 };

@@ -1711,8 +1711,16 @@ class PingPong {
             }
             idle_polls_ = 0;
             last_progress_ = Clock::now();
-            for (int i = 0; i < n; ++i) {
-                handle(completions[static_cast<std::size_t>(i)]);
+            // Send completions first. The CQ does not order a send's completion before the
+            // peer's answer to it; handled in CQ order, a receive's reply could wait for
+            // queue room that a send completion later in this very batch already freed.
+            for (const bool receives : {false, true}) {
+                for (int i = 0; i < n; ++i) {
+                    const ibv_wc& wc = completions[static_cast<std::size_t>(i)];
+                    if ((wc.wr_id == kReceiveWrId) == receives) {
+                        handle(wc);
+                    }
+                }
             }
         }
         PingPongResult result;
@@ -1782,8 +1790,9 @@ class PingPong {
                          pattern_id(sent_, plan_.client));
         }
         // The send queue holds tx_depth requests; unsignaled ones are freed by a later
-        // signaled completion, so wait for one before the queue can overflow.
-        while (unsignaled_ + 1 >= plan_.tx_depth) {
+        // signaled completion, so wait for one before the queue can overflow. (Not
+        // unsignaled_ + 1 >= tx_depth: with -t 1 that waited for a send never posted.)
+        while (unsignaled_ >= plan_.tx_depth) {
             ibv_wc wc{};
             const int n = ibv_poll_cq(resources_.cq.get(), 1, &wc);
             if (n < 0) {

@@ -492,7 +492,7 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
         if (options.check)
             fill_pattern(message, pingpong_seed(sent, client));
         // Keep the send queue from overflowing: wait for a signaled completion first.
-        while (unsignaled + 1 >= static_cast<long long>(options.tx_depth)) {
+        while (unsignaled >= static_cast<long long>(options.tx_depth)) {
             ibv_wc wc{};
             if (endpoint.try_poll(std::span(&wc, 1)) == 1) {
                 if (wc.wr_id == kRecvWrId)
@@ -518,12 +518,16 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
         }
         idle = 0;
         last_progress = Clock::now();
+        // Send completions first, as in step04: the CQ may hold the peer's answer before
+        // the completion of the send it answers, and the reply may need the room it frees.
+        for (std::size_t i = 0; i < n; ++i) {
+            if (completions[i].wr_id != kRecvWrId)
+                send_completed(completions[i].wr_id);
+        }
         for (std::size_t i = 0; i < n; ++i) {
             const ibv_wc& wc = completions[i];
-            if (wc.wr_id != kRecvWrId) {
-                send_completed(wc.wr_id);
+            if (wc.wr_id != kRecvWrId)
                 continue;
-            }
             if (wc.byte_len != options.size) {
                 throw TutorialError(kExitPeer,
                                     "received a " + std::to_string(wc.byte_len) +

@@ -48,8 +48,9 @@ class CqEventTracker {
         completions_ += found;
     }
 
-    /// A spinning poll (--spin-us, before sleeping) took `found` completions. The
-    /// CQ stays armed, so their event still comes, and its drain may be empty.
+    /// A spinning poll (--spin-us, before sleeping) took `found` completions. If
+    /// the CQ was armed, the first of them raised an event (which disarmed it); that
+    /// event still comes, and its drain may be empty.
     void on_spin_poll(std::uint64_t found) {
         completions_ += found;
         spin_completions_ += found;

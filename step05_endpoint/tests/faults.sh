@@ -62,9 +62,9 @@ server_program=$(program_pid "$server")
 kill -STOP "$server_program"
 start=$(ms_now)
 wait "$client"
-expect_within "$start" 15 "the probe of a stopped server"
-kill -KILL "$server_program"
+kill -KILL "$server_program"  # first: a failed check below must not leave it stopped
 wait "$server" || true
+expect_within "$start" 15 "the probe of a stopped server"
 expect_exit prober 7
 expect_match prober err "^step05_endpoint: no completion for 2 s after [0-9]+ of 100000000 messages; probing its QP$"
 expect_match prober err "^step05_endpoint: no completion for 2 s after [0-9]+ of 100000000 messages$"

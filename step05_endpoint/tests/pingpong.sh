@@ -52,6 +52,18 @@ typical=$(awk '/t_typical/ { getline; print $5; exit }' "$TEST_TMP/check_client.
 awk -v a="$median" -v b="$typical" 'BEGIN { d = a - b; exit !(d < 0.006 && d > -0.006) }' ||
     fail "client.lat: median $median, but the table says t_typical $typical"
 
+# -t 1: one send in the queue at a time, every send signaled (it used to wait for ever).
+port=$((20000 + RANDOM % 20000))
+run_cmd t1_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 50 -t 1 --timeout 10 &
+server=$!
+wait_for_listen "$port" 30 "$server"
+run_cmd t1_client "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 50 -t 1 --timeout 10 127.0.0.1
+wait "$server"
+for side in t1_server t1_client; do
+    expect_exit $side 0
+    expect_match $side out '^50 iters in [0-9.]+ seconds = [0-9.]+ usec/iter$'
+done
+
 # --check on the client only: the server's replies do not carry the client's expected pattern,
 # so the client stops at the first one (exit 6, naming the message and the byte). The server
 # then waits for a client that is gone: it ends within its --timeout and a probe.

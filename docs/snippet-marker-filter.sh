@@ -1,5 +1,5 @@
 #!/bin/sh
-# docs/snippet-marker-filter.sh FILE: Doxygen's INPUT_FILTER for the steps' sources.
+# docs/snippet-marker-filter.sh FILE: the Doxygen filter (FILTER_PATTERNS) for the steps' sources.
 # A \snippet block is marked in the source by a line `//! [name]`. To Doxygen's parser
 # that line is a documentation comment, so "[name]" became the brief description of the
 # next class or member in the API reference. This filter hands the parser `// [name]`

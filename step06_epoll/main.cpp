@@ -511,6 +511,7 @@ class PingPong {
           rx_depth_(options.rx_depth),
           tx_depth_(options.tx_depth),
           signal_every_(std::max(1U, options.tx_depth / 2)),
+          refill_batch_(std::max(1U, std::min(16U, options.rx_depth / 2))),
           check_(options.check),
           side_(side) {}
 
@@ -543,9 +544,7 @@ class PingPong {
             --posted_receives_;
             awaiting_receive_ = false;
             last_receive_ = Clock::now();
-            // As step04: re-post 16 at a time (fewer when -r is small).
-            const std::uint32_t refill_batch = std::max(1U, std::min(16U, rx_depth_ / 2));
-            if (posted_receives_ <= rx_depth_ - refill_batch &&
+            if (posted_receives_ <= rx_depth_ - refill_batch_ &&
                 received_ + posted_receives_ < iters_) {
                 refill_receives();
             }
@@ -603,6 +602,7 @@ class PingPong {
     std::uint32_t rx_depth_;
     std::uint32_t tx_depth_;
     std::uint32_t signal_every_;
+    std::uint32_t refill_batch_;  // as step04: re-post receives 16 at a time (fewer for a small -r)
     bool check_;
     int side_;
     std::uint32_t sent_ = 0, received_ = 0, completed_sends_ = 0, verified_ = 0;

@@ -1,6 +1,7 @@
-# Shared build rules for every step. A step's CMakeLists.txt includes this file
-# and calls rdma_tutorial_step(); it works from the top level and on its own
-# (cmake -S step01_devices -B /tmp/b).
+# The tutorial's shared test helpers. Each step's CMakeLists.txt builds its program by itself
+# and includes this file (when it exists) only to register its tests; the top-level
+# CMakeLists.txt includes it for the cross-step tests. A step copied out alone builds its
+# program without it (tests/copy_out_build.sh checks this).
 include_guard(GLOBAL)
 
 set(CMAKE_CXX_STANDARD 20)
@@ -26,6 +27,8 @@ set(RDMA_TUTORIAL_TESTLIB ${CMAKE_CURRENT_LIST_DIR}/testlib.sh CACHE INTERNAL ""
 # fails (see step02); any such line fails the test.
 set(RDMA_TUTORIAL_FAIL_REGEX "destroy failed:")
 
+# _rdma_tutorial_flags(TARGET): warnings and the sanitizers, as each step sets them for its
+# program, for a test program.
 function(_rdma_tutorial_flags target)
     target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
     if(TUTORIAL_WERROR)
@@ -36,25 +39,6 @@ function(_rdma_tutorial_flags target)
                                                  -fno-omit-frame-pointer -fno-sanitize-recover=all)
         target_link_options(${target} PRIVATE -fsanitize=address,undefined)
     endif()
-endfunction()
-
-# rdma_tutorial_step(NAME SOURCES a.cpp [b.cpp...] [LIBRARY_SOURCES x.cpp...])
-# builds the program NAME from SOURCES. LIBRARY_SOURCES go into NAME_lib, which
-# the program and the step's unit tests both link, so tests use the real code.
-function(rdma_tutorial_step name)
-    cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARY_SOURCES" ${ARGN})
-    if(ARG_LIBRARY_SOURCES)
-        add_library(${name}_lib STATIC ${ARG_LIBRARY_SOURCES})
-        target_include_directories(${name}_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-        target_link_libraries(${name}_lib PUBLIC PkgConfig::IBVERBS Threads::Threads)
-        _rdma_tutorial_flags(${name}_lib)
-    endif()
-    add_executable(${name} ${ARG_SOURCES})
-    target_link_libraries(${name} PRIVATE PkgConfig::IBVERBS Threads::Threads)
-    if(ARG_LIBRARY_SOURCES)
-        target_link_libraries(${name} PRIVATE ${name}_lib)
-    endif()
-    _rdma_tutorial_flags(${name})
 endfunction()
 
 # _rdma_tutorial_device_test_properties(NAME LABEL l TIMEOUT s [ENVIRONMENT VAR=value...]): the

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # testlib.sh: helpers for the tutorial's bash tests. Source it from a test:
 #   source "$TESTLIB"
 # Every helper fails the test with one line that says what was expected.

@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # Every step program: --help (and -h) prints the usage on stdout and exits 0; an unknown option
 # prints "<program>: ..." naming it, then the usage, on stderr and exits 2 (the contract's table).
+# shellcheck source=/dev/null
 source "$TESTLIB"
 (($# > 0)) || fail "no program given (tests/CMakeLists.txt passes every step program that exists)"
 for prog in "$@"; do

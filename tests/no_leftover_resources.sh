@@ -1,7 +1,9 @@
+#!/usr/bin/env bash
 # Resource accounting: every step program that exists runs a short, realistic scenario in the lab
 # (a clean run; step04's server and step06's server stopped by SIGINT, step06's in mid-flood),
 # and afterwards `rdma res show qp|cq|mr|pd` holds nothing that belonged to those processes.
 # A positive control first checks that the filter does see a live process's QPs.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 command -v rdma >/dev/null || fail "the rdma tool (iproute2) is missing"

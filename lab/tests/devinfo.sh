@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # ibv_devinfo sees the device with an ACTIVE port.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 run_cmd devinfo ibv_devinfo -d "$RDMA_DEVICE"

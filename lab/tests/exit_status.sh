@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # The lab propagates the guest command's exit status, reports a missing
 # command with 127, and stops a command that outlives --timeout with 124.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 softroce=$1
 export SOFTROCE_FORCE_VM=1 SOFTROCE_QUIET=1

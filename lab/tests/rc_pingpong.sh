@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # rdma-core's ibv_rc_pingpong completes between a server and a client.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 port=$((20000 + RANDOM % 20000))

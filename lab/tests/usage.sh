@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # lab/softroce answers --help with exit 0 and a bad call with exit 2.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 softroce=$1
 run_cmd help "$softroce" --help

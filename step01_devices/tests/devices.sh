@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # step01_devices on a real device: lists it with an ACTIVE port and recommends a GID index;
 # an unknown device or port exits 5 and says what exists.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1
@@ -34,7 +36,7 @@ if [[ $RDMA_DEVICE == rxe0 && $(ls /sys/class/infiniband) == rxe0 ]]; then
 fi
 [[ ! -s $TEST_TMP/nosuch.out ]] || fail "nosuch: stdout should be empty"
 
-ports=$(ls /sys/class/infiniband/"$RDMA_DEVICE"/ports | wc -l)
+ports=$(find /sys/class/infiniband/"$RDMA_DEVICE"/ports -mindepth 1 -maxdepth 1 | wc -l)
 run_cmd noport "$prog" -d "$RDMA_DEVICE" -i $((ports + 1))
 expect_exit noport 5
 if ((ports == 1)); then

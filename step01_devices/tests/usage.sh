@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # step01_devices: --help, an unknown option and bad values (no device needed).
+# shellcheck source=/dev/null
 source "$TESTLIB"
 prog=$1
 

@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # step02_resources on a real device: creates every object, reports a real qp_num and the
 # granted caps, tears down in reverse order; bad input and a low memlock limit exit cleanly.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1
@@ -41,7 +43,7 @@ run_cmd nosuch "$prog" -d nosuch
 expect_exit nosuch 5
 expect_match nosuch err "^step02_resources: no RDMA device named 'nosuch' \(found: ([^)]*, )?$RDMA_DEVICE(, [^)]*)?\)\$"
 
-ports=$(ls /sys/class/infiniband/"$RDMA_DEVICE"/ports | wc -l)
+ports=$(find /sys/class/infiniband/"$RDMA_DEVICE"/ports -mindepth 1 -maxdepth 1 | wc -l)
 run_cmd noport "$prog" -d "$RDMA_DEVICE" -i $((ports + 1))
 expect_exit noport 5
 ((ports != 1)) || expect_line noport err "step02_resources: $RDMA_DEVICE has no port 2 (ports: 1)"
@@ -62,6 +64,7 @@ fi
 
 # memlock: root has CAP_IPC_LOCK, which ignores ulimit -l, so run as nobody with 64 KiB.
 [[ -r /dev/infiniband/uverbs0 && -w /dev/infiniband/uverbs0 ]] || fail "no /dev/infiniband/uverbs0"
+# shellcheck disable=SC2016 # "$0" is expanded by the inner bash: it is the program
 if [[ $(id -u) == 0 ]]; then
     run_cmd memlock setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
         bash -c 'ulimit -l 64 && exec "$0" -s 1048576' "$prog"

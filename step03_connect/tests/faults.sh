@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # step03_connect: handshake faults end with a clear line, the documented exit code, in bounded time.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1

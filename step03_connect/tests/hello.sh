@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # step03_connect: a server and a client walk their QPs RESET->INIT->RTR->RTS over the TCP
 # handshake and exchange one "hello" each way.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1

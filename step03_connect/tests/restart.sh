@@ -1,7 +1,9 @@
+#!/usr/bin/env bash
 # step03_connect: a server restarted while a client retries (issue 8). A client started before
 # any server retries the refused connection and finds a server started later; a server killed
 # with SIGKILL leaves its client a clear error and the port in TIME-WAIT; a client started while
 # the port is dead retries until a restarted server binds the same port at once (SO_REUSEADDR).
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1

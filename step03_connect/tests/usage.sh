@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # step03_connect: --help exits 0 with the usage; a bad option or value exits 2 with one line.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 prog=$1
 run_cmd help "$prog" --help

@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # step04_pingpong: every fault ends with a clear line, the documented exit code, in bounded time.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1

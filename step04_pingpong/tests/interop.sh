@@ -1,6 +1,8 @@
+#!/usr/bin/env bash
 # step04_pingpong interoperates with rdma-core's ibv_rc_pingpong in both directions, and with
 # itself at sizes 1, 64, 4096 and 65536 (multi-packet), with --check and --warmup, and
 # --latency-file at 64 bytes.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1

@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # Faults: no server, port in use, an unknown device, a peer
 # killed mid-run, a peer stopped mid-run (the idle probe), SIGINT. Each ends with its documented exit code and message, in bounded time.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 program=$1

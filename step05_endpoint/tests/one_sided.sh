@@ -1,9 +1,12 @@
+#!/usr/bin/env bash
 # --op write: the client's RDMA WRITEs land in the server's buffer with no completion there; a
 # final write-with-immediate tells the server, which verifies the data. --op read: the client
 # reads the server's buffer and verifies it.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 program=$1
+# shellcheck disable=SC2043 # one size today; add sizes to the list
 for size in 8192; do
     port=$((20000 + RANDOM % 20000))
     run_cmd "wserver$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op write --timeout 30 &

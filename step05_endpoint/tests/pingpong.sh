@@ -1,6 +1,8 @@
+#!/usr/bin/env bash
 # step05's ping-pong (handshake v2) between two step05s, at several sizes: both sides print
 # rc_pingpong's two summary lines and the latency table. Then --check on both sides with
 # --latency-file, and --check on one side only (exit 6, naming the message and byte).
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 program=$1
@@ -17,7 +19,7 @@ for size in 1 4096; do
         expect_match "$side$size" out "^  remote address: LID 0x[0-9a-f]{4}, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:127.0.0.1\$"
         expect_match "$side$size" out "^$((size * 200)) bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec\$"
         expect_match "$side$size" out '^100 iters in [0-9.]+ seconds = [0-9.]+ usec/iter$'
-        expect_match "$side$size" out "^ $size[[:space:]]+100([[:space:]]+[0-9.]+){7}[[:space:]]*\$"
+        expect_match "$side$size" out "^ ${size}[[:space:]]+100([[:space:]]+[0-9.]+){7}[[:space:]]*\$"
     done
     # The client's QPN is the server's remote QPN: the handshake carried it.
     client_qpn=$(field "client$size" out '^  local address:  LID 0x[0-9a-f]+, QPN (0x[0-9a-f]+),.*')

@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # --rc-pingpong-compat: step05's ping-pong and rdma-core's ibv_rc_pingpong complete in both
 # directions; without it, a v2 server tells an ibv_rc_pingpong client off clearly.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 program=$1
@@ -13,6 +15,7 @@ check_pair() {  # $1 = server run, $2 = client run, $3 = size
         expect_match "$side" out '^100 iters in [0-9.]+ seconds = [0-9.]+ usec/iter$'
     done
 }
+# shellcheck disable=SC2043 # one size today; add sizes to the list
 for size in 4096; do
     port=$((20000 + RANDOM % 20000))
     run_cmd "ours_server$size" "${ours[@]}" -p "$port" -s "$size" &

@@ -1,8 +1,10 @@
+#!/usr/bin/env bash
 # step05_endpoint: a server restarted while a client retries (issue 8). A client started before
 # any server retries the refused connection and finds a server started later; a server killed
 # with SIGKILL mid-run leaves its client a clear error within seconds; a client started while
 # the port is dead (and in TIME-WAIT) retries until a restarted server binds the same port at
 # once (SO_REUSEADDR) and serves it.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 prog=$1

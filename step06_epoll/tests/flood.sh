@@ -1,7 +1,9 @@
+#!/usr/bin/env bash
 # Flood: CLIENTS concurrent clients (default 9) on the one-threaded server, each
 # sending MSGS checked messages, with a CQ of 4 entries under 64 posted receives:
 # every message is delivered and verified, nothing hangs, and acked == received.
 #   tests/flood.sh BIN [MSGS [CLIENTS]]   (ctest passes the CI size; see the chapter)
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 bin=$1

@@ -1,6 +1,8 @@
+#!/usr/bin/env bash
 # Mixed faults during a flood: one client killed mid-run (kill -9), one client that
 # sends garbage, one that connects and says nothing. The server reports each, frees
 # the victim's resources, and the other clients complete with every message verified.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 bin=$1

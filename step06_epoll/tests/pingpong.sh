@@ -1,7 +1,9 @@
+#!/usr/bin/env bash
 # step06 server with one client in each reaping mode (busy, event, spin), all
 # concurrently, every message checked; the same against a spinning server
 # (--spin-us); then ibv_rc_pingpong clients (busy and -e) against the same server
 # code, which speaks rc_pingpong's handshake.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 bin=$1

@@ -1,7 +1,9 @@
+#!/usr/bin/env bash
 # step06_epoll: a server restarted while clients retry (issue 8). The one-threaded server killed
 # with SIGKILL mid-flood leaves each client a clear error within seconds; a new batch of clients
 # started while the port is dead (and in TIME-WAIT) retries the refused connection until a server
 # restarted on the same port binds at once (SO_REUSEADDR) and serves them all, every reply checked.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 bin=$1

@@ -1,7 +1,9 @@
+#!/usr/bin/env bash
 # SIGINT (then SIGTERM) mid-flood: the server stops accepting, aborts in-flight
 # clients, acks every event, destroys everything and exits 0 with no
 # "destroy failed:". Its clients then fail cleanly within a bound, never hang.
 # Run it from the ASan build too (build/s6-asan): it must be clean there.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 bin=$1

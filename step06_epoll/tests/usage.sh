@@ -1,4 +1,6 @@
+#!/usr/bin/env bash
 # step06_epoll --help exits 0 with usage; a bad option or value exits 2 with one line then usage.
+# shellcheck source=/dev/null
 source "$TESTLIB"
 bin=$1
 run_cmd help "$bin" --help

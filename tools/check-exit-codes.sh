@@ -5,7 +5,7 @@
 #   6 peer or protocol error, 7 timeout, 130 interrupted.
 # Prints what differs per step; exits 1 then.
 set -uo pipefail
-cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
+cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." || exit
 expected="kExitInterrupted=130 kExitNoDevice=3 kExitNoProvider=4 kExitNoSuchDevice=5 kExitOk=0 kExitPeer=6 kExitRdma=1 kExitTimeout=7 kExitUsage=2"
 bad=0 steps=0
 for dir in step[0-9][0-9]_*/; do

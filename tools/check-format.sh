@@ -2,7 +2,7 @@
 # tools/check-format.sh: every C++ file of the repo matches .clang-format.
 # Prints the files that differ, with the first lines of their diff; exits 1 then.
 set -uo pipefail
-cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
+cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." || exit
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.cpp' '*.hpp' '*.h' '*.cc')
 bad=0
 for f in "${files[@]}"; do

@@ -1,5 +1,5 @@
 // check-site.mjs: opens the built Doxygen site in headless Chromium and checks
-// what a reader would see on every chapter, concept and help page.
+// what a reader would see on every chapter, concept and help page, and the glossary.
 //   node check-site.mjs HTML_DIR SCREENSHOT_DIR
 // Serves HTML_DIR on 127.0.0.1, then, for each page: the title is there, no raw
 // Doxygen command leaked into the text, every image and diagram loads, and
@@ -47,6 +47,7 @@ const pages = [
   ['concepts_addressing.html', /Addressing/],
   ['concepts_handshake.html', /connection handshake/],
   ['concepts_events.html', /completion-event protocol/],
+  ['glossary.html', /Glossary/],
 ];
 // Images a page must show (and that must load): the plot drawn by bench/plot-latency, and the
 // sequence diagrams (Doxygen 1.9 renders \msc as an <img> of msc_inline_mscgraph_N.svg or .png).
@@ -58,6 +59,12 @@ const requiredImages = new Map([
 for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`Step ${f.slice(4, 6)}`)]);
 }
+// The glossary must define at least these terms (each an \anchor glossary_NAME), and every
+// link into it must land on an anchor it has.
+const glossaryTerms = ['wr', 'wc', 'sge', 'lkey', 'psn', 'qpn', 'grh', 'gid', 'av', 'pkey', 'rnr',
+                       'inline', 'signaled', 'cqe', 'channel', 'wr_id'];
+const glossaryLinks = [];
+let glossaryIds = null;
 const chapters = pages.filter(([f]) => f.startsWith('step')).map(([f]) => f);
 const leaks = /(^|[\s(])[\\@](snippet|ref|subpage|msc|endmsc|dot|enddot|htmlinclude|includedoc|verbinclude|image|page|section|brief|param)\b/m;
 
@@ -99,8 +106,15 @@ try {
     const objects = await page.$$eval('object[data], iframe[src]',
       (os) => os.map((o) => o.getAttribute('data') ?? o.getAttribute('src')));
     const links = await page.$$eval('a[href]', (as) => as.map((a) => a.href));
+    if (file === 'glossary.html') {
+      glossaryIds = new Set(await page.$$eval('[id]', (es) => es.map((e) => e.id)));
+      for (const term of glossaryTerms) {
+        check(glossaryIds.has(`glossary_${term}`), `glossary.html: no anchor glossary_${term}`);
+      }
+    }
     for (const url of [...objects.map((o) => new URL(o, base + file).href), ...links]) {
       if (!url.startsWith(base)) continue;
+      if (url.startsWith(base + 'glossary.html#')) glossaryLinks.push([file, url]);
       const target = url.split('#')[0];
       if (!linkStatus.has(target)) {
         const r = await context.request.get(target);
@@ -110,6 +124,12 @@ try {
     }
     console.log(`page ${file}: ${images.length} images, ${objects.length} diagrams, ${links.length} links`);
   }
+  check(glossaryIds !== null, 'glossary.html was not checked');
+  for (const [file, url] of glossaryLinks) {
+    const id = decodeURIComponent(url.split('#')[1]);
+    check(glossaryIds?.has(id), `${file}: link ${url} names no anchor of the glossary`);
+  }
+  console.log(`glossary: ${glossaryIds?.size ?? 0} ids, ${glossaryLinks.length} links into it`);
   await mkdir(shotDir, { recursive: true });
   await page.goto(base + 'index.html', { waitUntil: 'load' });
   await page.screenshot({ path: join(shotDir, 'main-page.png'), fullPage: false });

@@ -1,0 +1,92 @@
+// The program's name, its options and their parser.
+#pragma once
+
+#include "errors.hpp"
+
+#include <getopt.h>
+
+#include <charconv>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace tutorial {
+
+constexpr const char* kProgram = "step01_devices";
+
+//! [parse_options]
+struct Options {
+    std::string device_name;  // empty: every device
+    int ib_port = 0;          // 0: every port
+    bool verbose = false;
+    bool help = false;
+};
+
+[[nodiscard]] inline std::string usage_text() {
+    return std::string("usage: ") + kProgram +
+           " [options]\n"
+           "Lists the RDMA devices, their limits, ports and GID tables, and recommends a GID "
+           "index.\n"
+           "  -d, --ib-dev=NAME   only this device (default: every device)\n"
+           "  -i, --ib-port=N     only this port, 1-255 (default: every port)\n"
+           "  -v, --verbose       also print capability flags and more limits\n"
+           "  -h, --help          print this help and exit\n";
+}
+
+// Parses a whole decimal number in [min, max]; anything else is a UsageError naming the option.
+[[nodiscard]] inline long long parse_number(std::string_view text, const char* option,
+                                            long long min, long long max) {
+    long long value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min ||
+        value > max) {
+        throw UsageError(std::string(option) + " must be a whole number from " +
+                         std::to_string(min) + " to " + std::to_string(max) + " (got '" +
+                         std::string(text) + "')");
+    }
+    return value;
+}
+
+[[nodiscard]] inline Options parse_options(int argc, char** argv) {
+    static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
+                                          {"ib-port", required_argument, nullptr, 'i'},
+                                          {"verbose", no_argument, nullptr, 'v'},
+                                          {"help", no_argument, nullptr, 'h'},
+                                          {nullptr, 0, nullptr, 0}};
+    Options options;
+    opterr = 0;  // we print our own messages
+    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
+    for (;;) {
+        const int c = getopt_long(argc, argv, ":d:i:vh", long_options, nullptr);
+        if (c == -1) {
+            break;
+        }
+        switch (c) {
+            case 'd':
+                options.device_name = optarg;
+                break;
+            case 'i':
+                options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
+                break;
+            case 'v':
+                options.verbose = true;
+                break;
+            case 'h':
+                options.help = true;
+                break;
+            case ':':
+                throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+            default:
+                throw UsageError(
+                    optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
+                                : std::string("unknown option '") + argv[optind - 1] + "'");
+        }
+    }
+    if (optind < argc) {
+        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    }
+    return options;
+}
+//! [parse_options]
+
+}  // namespace tutorial

@@ -1,0 +1,193 @@
+// The program's name, its options and their parser.
+#pragma once
+
+#include "errors.hpp"
+
+#include <getopt.h>
+#include <infiniband/verbs.h>
+
+#include <charconv>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace tutorial {
+
+constexpr const char* kProgram = "step04_pingpong";
+
+//! [parse_options]
+// A buffer larger than this is a typo, not a tutorial exercise.
+constexpr long long kMaxBufferSize = 1LL << 30;
+constexpr long long kMaxDepth = 1LL << 24;
+
+struct Options {
+    std::string device_name;  // empty: the first device
+    int ib_port = 1;
+    std::size_t size = 4096;
+    int rx_depth = 500;
+    int tx_depth = 16;
+    int gid_index = -1;  // -1: chosen as in step 01
+    int mtu = 1024;      // as ibv_rc_pingpong; 0 would mean the port's active MTU
+    int tcp_port = 18515;
+    std::string bind_address;  // server: empty means every address
+    int timeout_seconds = 10;
+    std::string host;  // empty: we are the server
+    long long iters = 1000;
+    long long warmup = 0;
+    bool check = false;
+    std::string latency_file;  // empty: none
+    bool help = false;
+};
+
+[[nodiscard]] inline std::string usage_text() {
+    return std::string("usage: ") + kProgram +
+           " [options]        start a server, wait for a client\n" + "       " + kProgram +
+           " [options] HOST   connect to the server on HOST\n" +
+           "Ping-pong over one RC QP, compatible with ibv_rc_pingpong (same handshake, traffic\n"
+           "and defaults); prints its summary lines and an ib_send_lat-style latency table.\n"
+           "  -d, --ib-dev=NAME    use this device (default: the first one found)\n"
+           "  -i, --ib-port=N      use this port, 1-255 (default 1)\n"
+           "  -g, --gid-idx=N      use this GID index (default: chosen as in step 01)\n"
+           "  -s, --size=BYTES     message size, 1-1073741824 (default 4096)\n"
+           "  -n, --iters=N        measured iterations, 2-100000000 (default 1000)\n"
+           "  -r, --rx-depth=N     receive queue depth, 1-16777216 (default 500)\n"
+           "  -t, --tx-depth=N     send queue depth, 1-16777216 (default 16)\n"
+           "  -m, --mtu=BYTES      path MTU 256, 512, 1024, 2048 or 4096 (default 1024); both\n"
+           "                       sides must use the same\n"
+           "  -p, --port=N         TCP port of the handshake (default 18515)\n"
+           "      --bind=ADDR      server: listen on ADDR only (default: every address)\n"
+           "      --timeout=SEC    limit for connect, accept, every read and every wait, 1-3600\n"
+           "                       (default 10)\n"
+           "      --warmup=N       N more iterations first, left out of the figures; the peer\n"
+           "                       must run as many in all (default 0)\n"
+           "      --check          fill each message with a pattern and verify it; both sides\n"
+           "                       need --check (ibv_rc_pingpong has none)\n"
+           "      --latency-file=PATH\n"
+           "                       write each measured one-way latency in usec to PATH, one per\n"
+           "                       line after a few '# ' header lines (for plotting)\n"
+           "  -h, --help           print this help and exit\n"
+           "exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no provider,\n"
+           "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 interrupted\n";
+}
+
+// Parses a whole decimal number in [min, max]; anything else is a UsageError naming the option.
+[[nodiscard]] inline long long parse_number(std::string_view text, const char* option,
+                                            long long min, long long max) {
+    long long value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min ||
+        value > max) {
+        throw UsageError(std::string(option) + " must be a whole number from " +
+                         std::to_string(min) + " to " + std::to_string(max) + " (got '" +
+                         std::string(text) + "')");
+    }
+    return value;
+}
+
+enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency };
+
+[[nodiscard]] inline Options parse_options(int argc, char** argv) {
+    static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
+                                          {"ib-port", required_argument, nullptr, 'i'},
+                                          {"size", required_argument, nullptr, 's'},
+                                          {"rx-depth", required_argument, nullptr, 'r'},
+                                          {"tx-depth", required_argument, nullptr, 't'},
+                                          {"gid-idx", required_argument, nullptr, 'g'},
+                                          {"mtu", required_argument, nullptr, 'm'},
+                                          {"port", required_argument, nullptr, 'p'},
+                                          {"bind", required_argument, nullptr, kOptBind},
+                                          {"timeout", required_argument, nullptr, kOptTimeout},
+                                          {"iters", required_argument, nullptr, 'n'},
+                                          {"warmup", required_argument, nullptr, kOptWarmup},
+                                          {"check", no_argument, nullptr, kOptCheck},
+                                          {"latency-file", required_argument, nullptr, kOptLatency},
+                                          {"help", no_argument, nullptr, 'h'},
+                                          {nullptr, 0, nullptr, 0}};
+    Options options;
+    opterr = 0;  // we print our own messages
+    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
+    for (;;) {
+        const int c = getopt_long(argc, argv, ":d:i:s:r:t:g:m:p:n:h", long_options, nullptr);
+        if (c == -1) {
+            break;
+        }
+        switch (c) {
+            case 'd':
+                options.device_name = optarg;
+                break;
+            case 'i':
+                options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
+                break;
+            case 's':
+                options.size =
+                    static_cast<std::size_t>(parse_number(optarg, "--size", 1, kMaxBufferSize));
+                break;
+            case 'r':
+                options.rx_depth =
+                    static_cast<int>(parse_number(optarg, "--rx-depth", 1, kMaxDepth));
+                break;
+            case 't':
+                options.tx_depth =
+                    static_cast<int>(parse_number(optarg, "--tx-depth", 1, kMaxDepth));
+                break;
+            case 'g':
+                options.gid_index = static_cast<int>(parse_number(optarg, "--gid-idx", 0, 255));
+                break;
+            case 'm':
+                options.mtu = static_cast<int>(parse_number(optarg, "--mtu", 256, 4096));
+                if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
+                    throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
+                                     std::string(optarg) + "')");
+                }
+                break;
+            case 'p':
+                options.tcp_port = static_cast<int>(parse_number(optarg, "--port", 1, 65535));
+                break;
+            case kOptBind:
+                options.bind_address = optarg;
+                break;
+            case kOptTimeout:
+                options.timeout_seconds =
+                    static_cast<int>(parse_number(optarg, "--timeout", 1, 3600));
+                break;
+            case 'n':
+                options.iters = parse_number(optarg, "--iters", 2, 100000000);
+                break;
+            case kOptWarmup:
+                options.warmup = parse_number(optarg, "--warmup", 0, 100000000);
+                break;
+            case kOptCheck:
+                options.check = true;
+                break;
+            case kOptLatency:
+                if (*optarg == '\0') {
+                    throw UsageError("--latency-file needs a path");
+                }
+                options.latency_file = optarg;
+                break;
+            case 'h':
+                options.help = true;
+                break;
+            case ':':
+                throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+            default:
+                throw UsageError(
+                    optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
+                                : std::string("unknown option '") + argv[optind - 1] + "'");
+        }
+    }
+    if (optind < argc) {
+        options.host = argv[optind++];
+    }
+    if (optind < argc) {
+        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    }
+    if (!options.host.empty() && !options.bind_address.empty()) {
+        throw UsageError("--bind is for the server; a client (HOST given) does not listen");
+    }
+    return options;
+}
+//! [parse_options]
+
+}  // namespace tutorial

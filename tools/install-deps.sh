@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# tools/install-deps.sh: install every Debian package this tutorial needs.
+# tools/install-deps.sh [--site-check]: install every Debian package this tutorial needs.
 # Idempotent: it installs only what is missing. Runs as root, or through sudo.
+#   --site-check  also the docs' browser test's npm module (playwright-core, from the npm
+#                 registry, into tools/site-check/node_modules); tools/run-tests asks for it.
 set -euo pipefail
+
+site_check=0
+case ${1:-} in
+    "") ;;
+    --site-check) site_check=1 ;;
+    *) echo "usage: tools/install-deps.sh [--site-check]" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
     # build
@@ -17,6 +26,8 @@ PACKAGES=(
     gnuplot-nox fonts-dejavu-core
     # the docs' browser test (tools/site-check)
     chromium
+    # every shell script passes shellcheck (tests/shellcheck.sh)
+    shellcheck
 )
 
 missing=()
@@ -33,6 +44,7 @@ command -v npm >/dev/null || missing+=(nodejs npm)
 
 install_node_modules() {
     local dir
+    ((site_check)) || return 0
     dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/site-check
     if [[ ! -d $dir/node_modules/playwright-core ]]; then
         echo "install-deps: npm ci in tools/site-check (playwright-core)"

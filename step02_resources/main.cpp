@@ -23,6 +23,43 @@
 
 namespace tutorial {
 
+//! [resources]
+// Declared parent-first: C++ destroys members in reverse, so teardown runs
+// QP -> CQ -> MR -> buffer -> PD -> context -> device list, each child before its parent.
+struct Resources {
+    DeviceList device_list;
+    Context context;
+    ProtectionDomain pd;
+    Buffer buffer;
+    MemoryRegion mr;
+    CompletionQueue cq;
+    QueuePair qp;
+};
+//! [resources]
+
+struct QueuePairCaps {
+    ibv_qp_cap requested{};
+    ibv_qp_cap granted{};
+    ibv_qp_state state = IBV_QPS_RESET;
+};
+
+// The pieces of run(), defined below it.
+[[nodiscard]] ibv_device_attr open_and_check(Resources& resources, const Options& options);
+[[nodiscard]] QueuePairCaps build_resources(Resources& resources, const Options& options);
+void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps);
+
+//! [run]
+// The outline: open the device, create the objects parent-first, show the QP; RAII tears down.
+void run(const Options& options) {
+    trace_teardown = true;
+    Resources resources;
+    (void)open_and_check(resources, options);
+    const QueuePairCaps caps = build_resources(resources, options);
+    print_queue_pair(*resources.qp, caps);
+    std::printf("tearing down in reverse order of creation:\n");
+}  // resources goes out of scope here: the teardown lines come from its members' deleters
+//! [run]
+
 //! [limits]
 // Values the options allow but this device does not: exit code 2, naming the device limit.
 void check_limits(const Options& options, const ibv_device_attr& attr) {
@@ -52,55 +89,6 @@ void check_limits(const Options& options, const ibv_device_attr& attr) {
     }
 }
 //! [limits]
-
-//! [memlock]
-// "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
-[[nodiscard]] std::string memlock_limit_text() {
-    rlimit limit{};
-    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
-        return "unknown";
-    }
-    if (limit.rlim_cur == RLIM_INFINITY) {
-        return "unlimited";
-    }
-    return std::to_string(limit.rlim_cur / 1024) + " KiB";
-}
-
-// ibv_reg_mr pins the pages; without CAP_IPC_LOCK the pinned total must fit in ulimit -l,
-// and the kernel answers ENOMEM when it does not.
-[[noreturn]] void throw_reg_mr_error(int err, std::size_t bytes) {
-    const std::string message = std::string("ibv_reg_mr: ") + std::strerror(err) +
-                                " (registering " + std::to_string(bytes) + " bytes)";
-    if (err == ENOMEM) {
-        throw TutorialError(kExitRdma, message,
-                            "the memlock limit (ulimit -l, now " + memlock_limit_text() +
-                                ") is too low to pin " + std::to_string(bytes) +
-                                " bytes: raise it with ulimit -l unlimited or in "
-                                "/etc/security/limits.conf");
-    }
-    throw TutorialError(kExitRdma, message);
-}
-//! [memlock]
-
-//! [resources]
-// Declared parent-first: C++ destroys members in reverse, so teardown runs
-// QP -> CQ -> MR -> buffer -> PD -> context -> device list, each child before its parent.
-struct Resources {
-    DeviceList device_list;
-    Context context;
-    ProtectionDomain pd;
-    Buffer buffer;
-    MemoryRegion mr;
-    CompletionQueue cq;
-    QueuePair qp;
-};
-//! [resources]
-
-struct QueuePairCaps {
-    ibv_qp_cap requested{};
-    ibv_qp_cap granted{};
-    ibv_qp_state state = IBV_QPS_RESET;
-};
 
 //! [open]
 // Opens the chosen device and checks the port; prints the device, port and GID choice.
@@ -140,6 +128,35 @@ struct QueuePairCaps {
     return attr;
 }
 //! [open]
+
+//! [memlock]
+// "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
+[[nodiscard]] std::string memlock_limit_text() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
+        return "unknown";
+    }
+    if (limit.rlim_cur == RLIM_INFINITY) {
+        return "unlimited";
+    }
+    return std::to_string(limit.rlim_cur / 1024) + " KiB";
+}
+
+// ibv_reg_mr pins the pages; without CAP_IPC_LOCK the pinned total must fit in ulimit -l,
+// and the kernel answers ENOMEM when it does not.
+[[noreturn]] void throw_reg_mr_error(int err, std::size_t bytes) {
+    const std::string message = std::string("ibv_reg_mr: ") + std::strerror(err) +
+                                " (registering " + std::to_string(bytes) + " bytes)";
+    if (err == ENOMEM) {
+        throw TutorialError(kExitRdma, message,
+                            "the memlock limit (ulimit -l, now " + memlock_limit_text() +
+                                ") is too low to pin " + std::to_string(bytes) +
+                                " bytes: raise it with ulimit -l unlimited or in "
+                                "/etc/security/limits.conf");
+    }
+    throw TutorialError(kExitRdma, message);
+}
+//! [memlock]
 
 //! [build]
 // Creates the objects in dependency order; if one fails, the ones made so far are
@@ -236,17 +253,6 @@ void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {
     row("max_inline_data", caps.requested.max_inline_data, caps.granted.max_inline_data);
 }
 //! [print_qp]
-
-//! [run]
-void run(const Options& options) {
-    trace_teardown = true;
-    Resources resources;
-    (void)open_and_check(resources, options);
-    const QueuePairCaps caps = build_resources(resources, options);
-    print_queue_pair(*resources.qp, caps);
-    std::printf("tearing down in reverse order of creation:\n");
-}  // resources goes out of scope here: the teardown lines come from its members' deleters
-//! [run]
 
 }  // namespace tutorial
 

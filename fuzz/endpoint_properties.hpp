@@ -1,5 +1,5 @@
 // Fuzz properties shared by the step05 and step06 targets: both steps carry their own copy of
-// RDMAEndpoint's wire formats (handshake v2 and ibv_rc_pingpong's), with the same API. Include
+// RDMAEndpoint's wire formats (handshake v3 and ibv_rc_pingpong's), with the same API. Include
 // this after the step's rdma_endpoint.hpp (or a .cpp that includes it).
 #pragma once
 
@@ -33,20 +33,20 @@ inline void expect_peer_error(const tutorial::TutorialError& e) {
     }
 }
 
-// decode_handshake_v2 over arbitrary bytes; encode(decode(x)) == x; decode(encode(x)) == x.
-inline void check_handshake_v2(const std::uint8_t* data, std::size_t size) {
+// decode_handshake_v3 over arbitrary bytes; encode(decode(x)) == x; decode(encode(x)) == x.
+inline void check_handshake_v3(const std::uint8_t* data, std::size_t size) {
     using namespace tutorial;
     const auto bytes = std::as_bytes(std::span(data, size));
     try {
-        const PeerInfo info = decode_handshake_v2(bytes);
-        if (size != kHandshakeV2Size) {
-            property_failed("decode_handshake_v2 accepted a message that is not 64 bytes");
+        const PeerInfo info = decode_handshake_v3(bytes);
+        if (size != kHandshakeV3Size) {
+            property_failed("decode_handshake_v3 accepted a message that is not 64 bytes");
         }
         if (info.qpn < 2 || info.qpn > 0xffffff || info.psn > 0xffffff || info.length == 0 ||
             info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096) {
-            property_failed("decode_handshake_v2 accepted a field out of range");
+            property_failed("decode_handshake_v3 accepted a field out of range");
         }
-        const HandshakeV2Message again = encode_handshake_v2(info);
+        const HandshakeV3Message again = encode_handshake_v3(info);
         if (std::memcmp(again.data(), data, size) != 0) {
             property_failed("encode(decode(x)) != x");
         }
@@ -55,7 +55,7 @@ inline void check_handshake_v2(const std::uint8_t* data, std::size_t size) {
     }
 
     // Any valid info survives the trip: fields taken from the input, then made valid.
-    if (size >= 45) {
+    if (size >= 53) {
         PeerInfo local;
         local.lid = static_cast<std::uint16_t>(load_be(data, 2));
         local.qpn = std::max<std::uint32_t>(static_cast<std::uint32_t>(load_be(data + 2, 3)), 2);
@@ -65,6 +65,8 @@ inline void check_handshake_v2(const std::uint8_t* data, std::size_t size) {
         local.addr = load_be(data + 25, 8);
         local.rkey = static_cast<std::uint32_t>(load_be(data + 33, 4));
         local.length = std::max<std::uint64_t>(load_be(data + 37, 8), 1);
+        local.message_size = static_cast<std::uint32_t>(load_be(data + 45, 4));  // 0 allowed
+        local.iterations = static_cast<std::uint32_t>(load_be(data + 49, 4));
         if (local.addr + local.length < local.addr) {
             local.length = 0 - local.addr;  // ends exactly at 2^64, the largest valid buffer
         }
@@ -73,13 +75,29 @@ inline void check_handshake_v2(const std::uint8_t* data, std::size_t size) {
         }
         PeerInfo back;
         try {
-            back = decode_handshake_v2(encode_handshake_v2(local));
+            back = decode_handshake_v3(encode_handshake_v3(local));
         } catch (const TutorialError& e) {
             std::fprintf(stderr, "decode(encode(x)) threw: %s\n", e.what());
             property_failed("decode(encode(x)) rejected a valid info");
         }
         if (!(back == local)) {
             property_failed("decode(encode(x)) != x");
+        }
+        // The mismatch line: empty exactly when every announced (non-zero) -s and -n agree.
+        PeerInfo peer = local;
+        peer.message_size = static_cast<std::uint32_t>(load_be(data + 49, 4));
+        peer.iterations = static_cast<std::uint32_t>(load_be(data + 45, 4));
+        const auto differ = [](std::uint32_t a, std::uint32_t b) {
+            return a != 0 && b != 0 && a != b;
+        };
+        const bool expected = differ(local.message_size, peer.message_size) ||
+                              differ(local.iterations, peer.iterations);
+        const std::string line = describe_run_mismatch(local, peer, data[0] % 2 == 0);
+        if (line.empty() == expected) {
+            property_failed("describe_run_mismatch disagrees with the fields it compares");
+        }
+        if (expected && line.find(": both sides must use the same -") == std::string::npos) {
+            property_failed("describe_run_mismatch does not say what to do");
         }
     }
 }

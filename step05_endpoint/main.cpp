@@ -452,6 +452,27 @@ constexpr std::uint64_t kRecvWrId = ~std::uint64_t{0}, kSendWrId = ~std::uint64_
 }
 //! [probe]
 
+//! [ended-early]
+// ibv_rc_pingpong's handshake cannot carry -n (handshake v3 compares it at connect time). A peer
+// started with a smaller -n ends its session and destroys its QP: this side's next send is then
+// never acknowledged (IBV_WC_RETRY_EXC_ERR). Name that, rather than blame a dead peer. Called in a
+// catch block: anything else is rethrown as it is.
+[[noreturn]] void rethrow_ended_early(const WorkCompletionError& e, const Options& options,
+                                      long long received) {
+    if (options.rc_pingpong_compat && e.status() == IBV_WC_RETRY_EXC_ERR && received > 0) {
+        const bool client = !options.host.empty();
+        throw TutorialError(kExitPeer,
+                            std::string("the ") + (client ? "server" : "client") +
+                                " ended the session after " + std::to_string(received) +
+                                " messages; both sides must use the same -n",
+                            std::string("this ") + (client ? "client" : "server") + " uses -n " +
+                                std::to_string(options.iters) +
+                                "; ibv_rc_pingpong's handshake cannot carry -n to compare it");
+    }
+    throw;
+}
+//! [ended-early]
+
 //! [pingpong]
 // step04's traffic, on the class: the client sends first; each side sends its next message as
 // soon as the peer's arrives. Sends are signaled every tx_depth / 2 (and the last one), so one
@@ -509,42 +530,47 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
     };
     if (client)
         send_next();
-    while (received < total || completed_sends < total) {
-        const std::size_t n = endpoint.try_poll(completions);
-        if (n == 0) {
-            if (++idle % 4096 == 0)
-                check_idle();
-            continue;
-        }
-        idle = 0;
-        last_progress = Clock::now();
-        // Send completions first, as in step04: the CQ may hold the peer's answer before
-        // the completion of the send it answers, and the reply may need the room it frees.
-        for (std::size_t i = 0; i < n; ++i) {
-            if (completions[i].wr_id != kRecvWrId)
-                send_completed(completions[i].wr_id);
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-            const ibv_wc& wc = completions[i];
-            if (wc.wr_id != kRecvWrId)
+    try {
+        while (received < total || completed_sends < total) {
+            const std::size_t n = endpoint.try_poll(completions);
+            if (n == 0) {
+                if (++idle % 4096 == 0)
+                    check_idle();
                 continue;
-            if (wc.byte_len != options.size) {
-                throw TutorialError(kExitPeer,
-                                    "received a " + std::to_string(wc.byte_len) +
-                                        "-byte message, but -s is " + std::to_string(options.size),
-                                    "both sides must use the same -s");
             }
-            if (options.check)
-                check_pingpong_message(message, received, !client);
-            ++received;
-            if (--posted_receives <= options.rx_depth - refill_batch) {
-                endpoint.post_recv_batch(kRecvWrId, 0, options.size,
-                                         options.rx_depth - posted_receives);
-                posted_receives = options.rx_depth;
+            idle = 0;
+            last_progress = Clock::now();
+            // Send completions first, as in step04: the CQ may hold the peer's answer before
+            // the completion of the send it answers, and the reply may need the room it frees.
+            for (std::size_t i = 0; i < n; ++i) {
+                if (completions[i].wr_id != kRecvWrId)
+                    send_completed(completions[i].wr_id);
             }
-            if (sent < total)
-                send_next();
+            for (std::size_t i = 0; i < n; ++i) {
+                const ibv_wc& wc = completions[i];
+                if (wc.wr_id != kRecvWrId)
+                    continue;
+                if (wc.byte_len != options.size) {
+                    throw TutorialError(kExitPeer,
+                                        "received a " + std::to_string(wc.byte_len) +
+                                            "-byte message, but -s is " +
+                                            std::to_string(options.size),
+                                        "both sides must use the same -s");
+                }
+                if (options.check)
+                    check_pingpong_message(message, received, !client);
+                ++received;
+                if (--posted_receives <= options.rx_depth - refill_batch) {
+                    endpoint.post_recv_batch(kRecvWrId, 0, options.size,
+                                             options.rx_depth - posted_receives);
+                    posted_receives = options.rx_depth;
+                }
+                if (sent < total)
+                    send_next();
+            }
         }
+    } catch (const WorkCompletionError& e) {
+        rethrow_ended_early(e, options, received);
     }
     const Clock::time_point end = Clock::now();
     std::vector<double> round_trips;
@@ -660,12 +686,15 @@ EndpointConfig endpoint_config(const Options& options) {
     config.port = static_cast<std::uint8_t>(options.port);
     config.gid_index = options.gid_index;
     config.buffer_size = options.size;
+    // Handshake v3 carries -s and -n: the other side compares them at connect time.
+    config.message_size = static_cast<std::uint32_t>(options.size);
+    config.iterations = static_cast<std::uint32_t>(options.iters);
     config.tx_depth = options.tx_depth;
     config.rx_depth = options.rx_depth;
     config.mtu = options.mtu;
     config.timeout = std::chrono::seconds(options.timeout_seconds);
     config.handshake =
-        options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong : HandshakeFormat::v2;
+        options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong : HandshakeFormat::v3;
     config.stop_flag = &g_stop;
     // Hand out remote access only where the peer needs it, and only on the server's buffer.
     const bool server = options.host.empty();

@@ -292,11 +292,24 @@ ibv_mtu to_ibv_mtu(int mtu) {
     }
 }
 
-// -------------------------------------------- the handshake (step05's rc_pingpong format)
+// ------------------------------- the handshakes (step05's v3 and ibv_rc_pingpong's format)
 
-/// The server speaks ibv_rc_pingpong's handshake (step05's format_rc_pingpong and
-/// parse_rc_pingpong), so that ibv_rc_pingpong itself can be one of its clients.
+/// The client speaks step05's handshake v3, which carries -s and -n. The server also speaks
+/// ibv_rc_pingpong's (step05's format_rc_pingpong and parse_rc_pingpong), so that
+/// ibv_rc_pingpong itself can be one of its clients.
 constexpr std::size_t kWireSize = kRcPingpongMessageSize;
+
+//! [detect_handshake]
+/// Which handshake a client speaks, from its first 4 bytes: handshake v3's magic "RDMA"
+/// (0x52444d41, big-endian), or anything else, which must then be ibv_rc_pingpong's hex LID.
+[[nodiscard]] HandshakeFormat detect_handshake(std::span<const char, 4> first) {
+    std::uint32_t magic = 0;
+    for (const char c : first) {
+        magic = magic << 8 | static_cast<unsigned char>(c);
+    }
+    return magic == kHandshakeMagic ? HandshakeFormat::v3 : HandshakeFormat::rc_pingpong;
+}
+//! [detect_handshake]
 
 /// Printable form of what a peer sent, for log lines.
 std::string printable(std::span<const char> bytes) {
@@ -636,7 +649,9 @@ EndpointConfig endpoint_config(const Options& o, bool channel) {
     c.tx_depth = o.tx_depth;
     c.rx_depth = o.rx_depth;
     c.mtu = to_ibv_mtu(o.mtu);
-    c.handshake = HandshakeFormat::rc_pingpong;
+    c.handshake = HandshakeFormat::v3;  // the client's; the server detects each client's
+    c.message_size = static_cast<std::uint32_t>(o.size);  // v3 carries -s and -n: a mismatch is
+    c.iterations = o.iters;                               // an error at connect time
     c.timeout = std::chrono::seconds(o.timeout_s);
     c.cq_depth = o.cq_depth;
     c.completion_channel = channel;
@@ -733,6 +748,7 @@ struct ClientSession {
     std::string peer;
     FileDescriptor socket;
     State state = State::handshake;
+    std::optional<HandshakeFormat> format;  // known from the first 4 bytes
     std::vector<char> inbox;
     Clock::time_point handshake_deadline;
     Clock::time_point last_progress;
@@ -762,7 +778,7 @@ class Server {
     void on_signal();
     void on_socket(ClientSession& s);
     void on_channel(ClientSession& s);
-    void start_rdma(ClientSession& s, PeerInfo remote);
+    std::string start_rdma(ClientSession& s, PeerInfo remote);
     void progress(ClientSession& s, std::span<const ibv_wc> completions);
     void safety_net_sweep(bool timed_out);
     int wait_for_work(std::span<epoll_event> ready, bool& timed_out);
@@ -833,23 +849,49 @@ void Server::on_signal() {
 }
 
 //! [start_rdma]
-void Server::start_rdma(ClientSession& s, PeerInfo remote) {
+/// Returns the -s/-n mismatch with a v3 client (answered first, so that the client says it too),
+/// or an empty string once the client's QP is connected and answered.
+std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     s.endpoint = std::make_unique<RDMAEndpoint>(endpoint_config(o_, true));
     RDMAEndpoint& ep = *s.endpoint;
+    const bool v3 = s.format == HandshakeFormat::v3;
+    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+    const auto answer = [&] {
+        if (v3) {
+            const HandshakeV3Message reply = encode_handshake_v3(ep.local_info());
+            write_all(s.socket.get(), {reinterpret_cast<const char*>(reply.data()), reply.size()},
+                      deadline);
+        } else {
+            write_all(s.socket.get(), format_rc_pingpong(ep.local_info()), deadline);
+        }
+    };
+    if (v3) {
+        if (std::string mismatch = describe_run_mismatch(ep.local_info(), remote, true);
+            !mismatch.empty()) {
+            try {
+                answer();
+            } catch (const std::exception&) {  // the mismatch is the news, not a closed socket
+            }
+            s.endpoint.reset();
+            return mismatch;
+        }
+    }
     s.pingpong = std::make_unique<PingPong>(ep, o_, kServerSide);
     // Arm BEFORE the first post: a completion that lands before the first
     // ibv_req_notify_cq() raises no event at all.
     ep.request_notify();
     s.pingpong->post_initial_receives();
-    remote.mtu = ep.path_mtu();  // not on rc_pingpong's wire: both sides are given -m
+    if (!v3) {
+        remote.mtu = ep.path_mtu();  // not on rc_pingpong's wire: both sides are given -m
+    }
     ep.connect(remote);
     watch(ep.channel_fd(), tag(s.id, kChannel));
-    const auto reply = format_rc_pingpong(ep.local_info());
-    write_all(s.socket.get(), reply, Clock::now() + std::chrono::seconds(o_.timeout_s));
+    answer();
     if (o_.verbose) {
         print_address("local", ep.local_info());
         print_address("remote", remote);
     }
+    return {};
 }
 //! [start_rdma]
 
@@ -864,11 +906,13 @@ void Server::on_socket(ClientSession& s) {
             throw std::system_error(errno, std::generic_category(), "read");
         }
     }
+    const std::size_t wire_size =
+        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kRcPingpongMessageSize;
     if (n <= 0) {  // EOF or reset
         if (s.state == ClientSession::State::handshake) {
             finish(s.id,
                    "rejected: peer closed after " + std::to_string(s.inbox.size()) + " of " +
-                       std::to_string(kWireSize) + " handshake bytes ('" + printable(s.inbox) +
+                       std::to_string(wire_size) + " handshake bytes ('" + printable(s.inbox) +
                        "')",
                    &ServerTotals::rejected);
             return;
@@ -884,18 +928,28 @@ void Server::on_socket(ClientSession& s) {
         return;
     }
     s.inbox.insert(s.inbox.end(), chunk, chunk + n);
-    if (s.state == ClientSession::State::handshake && s.inbox.size() >= kWireSize) {
-        const std::vector<char> message(s.inbox.begin(), s.inbox.begin() + kWireSize);
-        s.inbox.erase(s.inbox.begin(), s.inbox.begin() + kWireSize);
+    if (!s.format && s.inbox.size() >= 4) {
+        s.format = detect_handshake(std::span<const char, 4>(s.inbox.data(), 4));
+    }
+    const std::size_t size =
+        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kRcPingpongMessageSize;
+    if (s.state == ClientSession::State::handshake && s.format && s.inbox.size() >= size) {
+        const std::vector<char> message(s.inbox.begin(), s.inbox.begin() + size);
+        s.inbox.erase(s.inbox.begin(), s.inbox.begin() + size);
         PeerInfo remote;
         try {
-            remote = parse_rc_pingpong(message);
+            remote = s.format == HandshakeFormat::v3
+                         ? decode_handshake_v3(std::as_bytes(std::span(message)))
+                         : parse_rc_pingpong(message);
         } catch (const TutorialError& e) {
             finish(s.id, std::string("rejected: ") + e.what(), &ServerTotals::rejected);
             return;
         }
         try {
-            start_rdma(s, remote);
+            if (std::string mismatch = start_rdma(s, remote); !mismatch.empty()) {
+                finish(s.id, "rejected: " + mismatch, &ServerTotals::rejected);
+                return;
+            }
         } catch (const std::exception& e) {
             finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
             return;
@@ -1211,6 +1265,20 @@ int Server::run() {
         for (auto it = sessions_.begin(); it != sessions_.end();) {
             const auto id = (it++)->first;
             ClientSession& s = sessions_.at(id);
+            if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s) &&
+                s.format == HandshakeFormat::rc_pingpong && s.pingpong->received() > 0 &&
+                s.pingpong->received() == s.pingpong->sent()) {
+                // ibv_rc_pingpong's handshake cannot carry -n: a client started with a smaller
+                // -n took its last answer and ended, as if killed. Name the likelier cause.
+                finish(id,
+                       "failed: the client ended the session after " +
+                           std::to_string(s.pingpong->received()) +
+                           " messages; both sides must use the same -n (this server uses -n " +
+                           std::to_string(o_.iters) +
+                           "; ibv_rc_pingpong's handshake cannot carry -n to compare it)",
+                       &ServerTotals::failed);
+                continue;
+            }
             if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s)) {
                 // A client killed while we wait for its next message leaves no trace
                 // but silence (with a reply in flight, IBV_WC_RETRY_EXC_ERR comes first).

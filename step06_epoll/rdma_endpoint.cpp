@@ -421,13 +421,14 @@ std::string gid_to_string(const ibv_gid& gid) {
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
     return lid == other.lid && qpn == other.qpn && psn == other.psn &&
            std::memcmp(gid.raw, other.gid.raw, sizeof gid.raw) == 0 && mtu == other.mtu &&
-           addr == other.addr && rkey == other.rkey && length == other.length;
+           addr == other.addr && rkey == other.rkey && length == other.length &&
+           message_size == other.message_size && iterations == other.iterations;
 }
 
-// ====================================================================== handshake v2
+// ====================================================================== handshake v3
 
-HandshakeV2Message encode_handshake_v2(const PeerInfo& info) noexcept {
-    HandshakeV2Message m{};
+HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept {
+    HandshakeV3Message m{};
     put_be(&m[0], kHandshakeMagic, 4);
     put_be(&m[4], kHandshakeVersion, 2);
     put_be(&m[6], info.lid, 2);
@@ -435,32 +436,35 @@ HandshakeV2Message encode_handshake_v2(const PeerInfo& info) noexcept {
     put_be(&m[12], info.psn, 4);
     std::memcpy(&m[16], info.gid.raw, 16);
     m[32] = static_cast<std::byte>(info.mtu);
+    put_be(&m[36], info.message_size, 4);
     put_be(&m[40], info.addr, 8);
     put_be(&m[48], info.rkey, 4);
+    put_be(&m[52], info.iterations, 4);
     put_be(&m[56], info.length, 8);
     return m;
 }
 
-PeerInfo decode_handshake_v2(std::span<const std::byte> bytes) {
+PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
     const auto as_chars = [&] {
         return std::span<const char>(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     };
-    if (bytes.size() != kHandshakeV2Size) {
-        protocol_error("handshake v2: expected " + std::to_string(kHandshakeV2Size) +
+    if (bytes.size() != kHandshakeV3Size) {
+        protocol_error("handshake v3: expected " + std::to_string(kHandshakeV3Size) +
                        " bytes, got " + std::to_string(bytes.size()));
     }
     const auto magic = static_cast<std::uint32_t>(get_be(&bytes[0], 4));
     if (magic != kHandshakeMagic) {
-        protocol_error("handshake v2: bad magic " + hex32(magic, 8) +
+        protocol_error("handshake v3: bad magic " + hex32(magic, 8) +
                            " (expected 0x52444d41 \"RDMA\"); received \"" +
                            printable(as_chars().first(4)) + "\"",
-                       "the peer does not speak handshake v2; with ibv_rc_pingpong or step04, use "
+                       "the peer does not speak handshake v3; with ibv_rc_pingpong or step04, use "
                        "--rc-pingpong-compat");
     }
     const auto version = static_cast<std::uint16_t>(get_be(&bytes[4], 2));
     if (version != kHandshakeVersion) {
-        protocol_error("handshake v2: the peer speaks version " + std::to_string(version) +
-                       ", this program speaks version " + std::to_string(kHandshakeVersion));
+        protocol_error("handshake v3: the peer speaks version " + std::to_string(version) +
+                           ", this program speaks version " + std::to_string(kHandshakeVersion),
+                       "both sides must be built from the same version of the tutorial");
     }
     PeerInfo info;
     info.lid = static_cast<std::uint16_t>(get_be(&bytes[6], 2));
@@ -471,32 +475,56 @@ PeerInfo decode_handshake_v2(std::span<const std::byte> bytes) {
     info.addr = get_be(&bytes[40], 8);
     info.rkey = static_cast<std::uint32_t>(get_be(&bytes[48], 4));
     info.length = get_be(&bytes[56], 8);
-    for (std::size_t offset : {33, 34, 35, 36, 37, 38, 39, 52, 53, 54, 55}) {
+    info.message_size = static_cast<std::uint32_t>(get_be(&bytes[36], 4));
+    info.iterations = static_cast<std::uint32_t>(get_be(&bytes[52], 4));
+    for (std::size_t offset : {33, 34, 35}) {
         if (bytes[offset] != std::byte{0}) {
-            protocol_error("handshake v2: reserved byte " + std::to_string(offset) + " is " +
+            protocol_error("handshake v3: reserved byte " + std::to_string(offset) + " is " +
                            hex32(std::to_integer<unsigned>(bytes[offset]), 2) + ", not 0");
         }
     }
     if (info.qpn < 2 || info.qpn > 0xffffff) {
-        protocol_error("handshake v2: QPN " + hex32(info.qpn, 6) +
+        protocol_error("handshake v3: QPN " + hex32(info.qpn, 6) +
                        " is out of range (2..0xffffff)");
     }
     if (info.psn > 0xffffff) {
-        protocol_error("handshake v2: PSN " + hex32(info.psn, 6) + " is over 24 bits");
+        protocol_error("handshake v3: PSN " + hex32(info.psn, 6) + " is over 24 bits");
     }
     if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
-        protocol_error("handshake v2: MTU code " + std::to_string(mtu) +
+        protocol_error("handshake v3: MTU code " + std::to_string(mtu) +
                        " is not an ibv_mtu (1..5 = 256..4096 bytes)");
     }
     info.mtu = static_cast<ibv_mtu>(mtu);
     if (info.length == 0)
-        protocol_error("handshake v2: the peer advertises an empty buffer");
+        protocol_error("handshake v3: the peer advertises an empty buffer");
     if (info.addr + info.length < info.addr && info.addr + info.length != 0) {
-        protocol_error("handshake v2: the buffer at " + hex32(info.addr, 16) + " of " +
+        protocol_error("handshake v3: the buffer at " + hex32(info.addr, 16) + " of " +
                        std::to_string(info.length) + " bytes wraps around the address space");
     }
     return info;
 }
+
+//! [run-mismatch]
+std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs, bool server) {
+    std::string their_values, my_values, options;
+    const auto compare = [&](const char* option, std::uint32_t my_value,
+                             std::uint32_t their_value) {
+        if (my_value == 0 || their_value == 0 || my_value == their_value)
+            return;
+        const std::string sep = options.empty() ? "" : " ";
+        their_values += sep + option + " " + std::to_string(their_value);
+        my_values += sep + option + " " + std::to_string(my_value);
+        options += (options.empty() ? "" : " and ") + std::string(option);
+    };
+    compare("-s", mine.message_size, theirs.message_size);
+    compare("-n", mine.iterations, theirs.iterations);
+    if (options.empty())
+        return {};
+    return std::string("the ") + (server ? "client" : "server") + " uses " + their_values +
+           ", this " + (server ? "server " : "client ") + my_values +
+           ": both sides must use the same " + options;
+}
+//! [run-mismatch]
 
 // ====================================================================== rc_pingpong format
 
@@ -878,6 +906,8 @@ PeerInfo RDMAEndpoint::local_info() const {
     info.rkey =
         (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) ? mr_->rkey : 0;
     info.length = config_.buffer_size;
+    info.message_size = config_.message_size;
+    info.iterations = config_.iterations;
     return info;
 }
 
@@ -948,16 +978,21 @@ void RDMAEndpoint::handshake_as_client(int fd) {
         connect(remote);
         return;
     }
-    const HandshakeV2Message mine = encode_handshake_v2(local_info());
+    const HandshakeV3Message mine = encode_handshake_v3(local_info());
     write_all(fd, {reinterpret_cast<const char*>(mine.data()), mine.size()}, deadline, timeout,
               "the handshake");
-    HandshakeV2Message theirs{};
+    HandshakeV3Message theirs{};
     std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
     read_exact(fd, raw.first(4), deadline, timeout, "the peer's handshake");
     if (get_be(theirs.data(), 4) != kHandshakeMagic)
-        (void)decode_handshake_v2(theirs);  // throws
+        (void)decode_handshake_v3(theirs);  // throws
     read_exact(fd, raw.subspan(4), deadline, timeout, "the peer's handshake");
-    connect(decode_handshake_v2(theirs));
+    const PeerInfo remote = decode_handshake_v3(theirs);
+    // The server has found the same mismatch, answered, and closed: both sides say it.
+    if (std::string mismatch = describe_run_mismatch(local_info(), remote, false);
+        !mismatch.empty())
+        throw TutorialError(kExitPeer, mismatch);
+    connect(remote);
     write_all(fd, kRcPingpongDone, deadline, timeout, "\"done\"");
 }
 
@@ -973,17 +1008,42 @@ void RDMAEndpoint::handshake_as_server(int fd) {
         connect(remote);
         write_all(fd, format_rc_pingpong(local_info()), deadline, timeout, "the handshake");
     } else {
-        HandshakeV2Message theirs{};
+        HandshakeV3Message theirs{};
         std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
         // The magic first: a peer speaking another format is told so, not left waiting.
         read_exact(fd, raw.first(4), deadline, timeout, "the peer's handshake");
         if (get_be(theirs.data(), 4) != kHandshakeMagic)
-            (void)decode_handshake_v2(theirs);
+            (void)decode_handshake_v3(theirs);
         read_exact(fd, raw.subspan(4), deadline, timeout, "the peer's handshake");
-        connect(decode_handshake_v2(theirs));
-        const HandshakeV2Message mine = encode_handshake_v2(local_info());
-        write_all(fd, {reinterpret_cast<const char*>(mine.data()), mine.size()}, deadline, timeout,
-                  "the handshake");
+        const HandshakeV3Message mine = encode_handshake_v3(local_info());
+        const auto answer = [&] {
+            write_all(fd, {reinterpret_cast<const char*>(mine.data()), mine.size()}, deadline,
+                      timeout, "the handshake");
+        };
+        // Before failing, answer anyway (the peer then names the problem too); a failed write
+        // must not hide the problem, so it is ignored there.
+        const auto answer_anyway = [&]() noexcept {
+            try {
+                answer();
+            } catch (const std::exception&) {
+            }
+        };
+        PeerInfo remote;
+        try {
+            remote = decode_handshake_v3(theirs);
+        } catch (const TutorialError&) {
+            // Another version: answer first, so that the client can name both versions too.
+            if (get_be(&theirs[4], 2) != kHandshakeVersion)
+                answer_anyway();
+            throw;
+        }
+        if (std::string mismatch = describe_run_mismatch(local_info(), remote, true);
+            !mismatch.empty()) {
+            answer_anyway();  // the client compares too, and says the same
+            throw TutorialError(kExitPeer, mismatch);
+        }
+        connect(remote);
+        answer();
     }
     read_exact(fd, done, deadline, timeout, "the peer's \"done\"");
     if (std::string_view(done.data(), done.size()) != kRcPingpongDone) {

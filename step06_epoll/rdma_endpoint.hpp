@@ -141,52 +141,69 @@ struct GidEntry {
 /// \par Thread safety: a pure function.
 [[nodiscard]] std::string gid_to_string(const ibv_gid& gid);
 
-/// \brief What one side tells the other to connect an RC QP and, in v2, to address its buffer.
+/// \brief What one side tells the other to connect an RC QP and, in v3, to address its buffer
+/// and to agree on the run.
 struct PeerInfo {
     std::uint16_t lid = 0;       ///< the port's LID (0 on RoCE)
     std::uint32_t qpn = 0;       ///< the QP number, 24 bits
     std::uint32_t psn = 0;       ///< the first packet sequence number, 24 bits
     ibv_gid gid{};               ///< the GID the peer addresses (zero on InfiniBand without GRH)
-    ibv_mtu mtu = IBV_MTU_1024;  ///< v2 only: the largest path MTU this side accepts
-    std::uint64_t addr = 0;      ///< v2 only: the buffer's virtual address
-    std::uint32_t rkey = 0;      ///< v2 only: the buffer's remote key (0 = no remote access)
-    std::uint64_t length = 0;    ///< v2 only: the buffer's length in bytes
+    ibv_mtu mtu = IBV_MTU_1024;  ///< v3 only: the largest path MTU this side accepts
+    std::uint64_t addr = 0;      ///< v3 only: the buffer's virtual address
+    std::uint32_t rkey = 0;      ///< v3 only: the buffer's remote key (0 = no remote access)
+    std::uint64_t length = 0;    ///< v3 only: the buffer's length in bytes
+    std::uint32_t message_size = 0;  ///< v3 only: the program's -s (0: not said)
+    std::uint32_t iterations = 0;    ///< v3 only: the program's -n (0: not said)
     bool operator==(const PeerInfo& other) const noexcept;
 };
 
-//! [handshake-v2]
-/// \brief Handshake v2, the endpoint's own wire format. 64 bytes, every field big-endian:
+//! [handshake-v3]
+/// \brief Handshake v3, the endpoint's own wire format. 64 bytes, every field big-endian:
 ///
 /// | offset | size | field                                        |
 /// |-------:|-----:|----------------------------------------------|
 /// |      0 |    4 | magic 0x52444d41 ("RDMA")                    |
-/// |      4 |    2 | version, 2                                   |
+/// |      4 |    2 | version, 3                                   |
 /// |      6 |    2 | LID                                          |
 /// |      8 |    4 | QPN (≤ 0xffffff)                             |
 /// |     12 |    4 | PSN (≤ 0xffffff)                             |
 /// |     16 |   16 | GID, raw bytes                               |
 /// |     32 |    1 | MTU as enum ibv_mtu (1..5 = 256..4096)       |
-/// |     33 |    7 | reserved, zero                               |
+/// |     33 |    3 | reserved, zero                               |
+/// |     36 |    4 | message size, the program's -s (0: not said) |
 /// |     40 |    8 | buffer address                               |
 /// |     48 |    4 | rkey                                         |
-/// |     52 |    4 | reserved, zero                               |
+/// |     52 |    4 | iterations, the program's -n (0: not said)   |
 /// |     56 |    8 | buffer length (> 0, addr + length ≤ 2^64)   |
+///
+/// Version 2 had the same layout with bytes 36..39 and 52..55 reserved: it could not tell a
+/// mismatch of -s or -n, so a v3 side refuses it.
 inline constexpr std::uint32_t kHandshakeMagic = 0x52444d41;  // "RDMA"
-inline constexpr std::uint16_t kHandshakeVersion = 2;
-inline constexpr std::size_t kHandshakeV2Size = 64;
-using HandshakeV2Message = std::array<std::byte, kHandshakeV2Size>;
-//! [handshake-v2]
+inline constexpr std::uint16_t kHandshakeVersion = 3;
+inline constexpr std::size_t kHandshakeV3Size = 64;
+using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
+//! [handshake-v3]
 
-/// \brief Encodes \p info as a handshake v2 message.
+/// \brief Encodes \p info as a handshake v3 message.
 /// \par Thread safety: a pure function.
-[[nodiscard]] HandshakeV2Message encode_handshake_v2(const PeerInfo& info) noexcept;
+[[nodiscard]] HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept;
 
-/// \brief Decodes and strictly validates a handshake v2 message.
-/// \param bytes exactly kHandshakeV2Size bytes
+/// \brief Decodes and strictly validates a handshake v3 message.
+/// \param bytes exactly kHandshakeV3Size bytes
 /// \throws TutorialError (kExitPeer) naming what is wrong: the length, the magic (with what was
-///         received), the version, a reserved byte, or a field out of range
+///         received), the version (both), a reserved byte, or a field out of range
 /// \par Thread safety: a pure function.
-[[nodiscard]] PeerInfo decode_handshake_v2(std::span<const std::byte> bytes);
+[[nodiscard]] PeerInfo decode_handshake_v3(std::span<const std::byte> bytes);
+
+/// \brief Compares the -s and -n both sides announced in handshake v3 (a 0 is not compared).
+/// \param mine this side's local_info()
+/// \param theirs the peer's
+/// \param server true on the side that accepted the connection
+/// \return empty when they agree; else one line naming the options and both values, e.g.
+///         "the client uses -n 2000, this server -n 1000: both sides must use the same -n"
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs,
+                                                bool server);
 
 /// \brief ibv_rc_pingpong's message: "LLLL:QQQQQQ:PPPPPP:GGGG...(32 hex)" and a NUL, 52 bytes.
 inline constexpr std::size_t kRcPingpongMessageSize = 52;
@@ -205,8 +222,8 @@ inline constexpr std::string_view kRcPingpongDone{"done\0", 5};
 
 /// \brief Which handshake the endpoint speaks on the TCP connection.
 enum class HandshakeFormat {
-    v2,          ///< the 64-byte versioned message, with the buffer's address, rkey and length
-    rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, so no one-sided operations
+    v3,          ///< the 64-byte versioned message: the buffer's address, rkey, length, -s and -n
+    rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, no -s or -n
 };
 
 /// \brief Everything the RDMAEndpoint constructor needs.
@@ -220,7 +237,9 @@ struct EndpointConfig {
     int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
                                           ///< one-sided peers (they also go to the QP)
     ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
-    HandshakeFormat handshake = HandshakeFormat::v2;  ///< the wire format of connect/accept
+    HandshakeFormat handshake = HandshakeFormat::v3;  ///< the wire format of connect/accept
+    std::uint32_t message_size = 0;  ///< v3: the program's -s, checked against the peer's (0: none)
+    std::uint32_t iterations = 0;    ///< v3: the program's -n, checked against the peer's (0: none)
     std::chrono::milliseconds timeout{10000};  ///< for connect, accept, handshake reads and waits
     /// When set, every wait also ends, with TutorialError(kExitInterrupted), once *stop_flag
     /// is non-zero (a SIGINT handler sets it).
@@ -269,7 +288,8 @@ class RDMAEndpoint {
     [[nodiscard]] bool connected() const noexcept { return qp_ != nullptr && remote_.has_value(); }
 
     /// \brief Connects as the client: TCP to \p host:\p port, the handshake, RTR and RTS.
-    /// \throws TutorialError kExitPeer (refused, closed, bad handshake), kExitTimeout
+    /// \throws TutorialError kExitPeer (refused, closed, bad handshake, or in v3 a -s or -n that
+    ///         differs from the peer's: describe_run_mismatch()), kExitTimeout
     /// \throws std::system_error naming the verb or socket call that failed
     void connect_to_peer(const std::string& host, std::uint16_t port);
 
@@ -278,8 +298,8 @@ class RDMAEndpoint {
     /// \throws as connect_to_peer(); kExitPeer also when the port is in use
     void accept_peer(std::uint16_t port, const std::string& bind_address = {});
 
-    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU and the buffer (rkey 0 when the
-    /// MR grants no remote access).
+    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU, the buffer (rkey 0 when the
+    /// MR grants no remote access) and the config's message_size and iterations.
     /// \throws std::logic_error on a moved-from endpoint
     [[nodiscard]] PeerInfo local_info() const;
 

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
@@ -160,7 +161,7 @@ TEST(Loopback, CompletionsOfOtherWrIdsAreStashedInOrder) {
 
 TEST(Loopback, HandshakeOverTcpInBothFormats) {
     REQUIRE_DEVICE();
-    for (auto format : {tutorial::HandshakeFormat::v2, tutorial::HandshakeFormat::rc_pingpong}) {
+    for (auto format : {tutorial::HandshakeFormat::v3, tutorial::HandshakeFormat::rc_pingpong}) {
         EndpointConfig c = config();
         c.handshake = format;
         RDMAEndpoint server(c), client(c);
@@ -177,7 +178,7 @@ TEST(Loopback, HandshakeOverTcpInBothFormats) {
         client.post_send(2, 0, 64);
         (void)client.poll_completion(2);
         EXPECT_EQ(server.poll_completion(1).byte_len, 64u);
-        if (format == tutorial::HandshakeFormat::v2) {
+        if (format == tutorial::HandshakeFormat::v3) {
             EXPECT_EQ(client.remote_info()->rkey, server.mr()->rkey);
             EXPECT_EQ(client.remote_info()->length, 8192u);
             client.post_read(3, 4096, 0, 64);
@@ -188,6 +189,33 @@ TEST(Loopback, HandshakeOverTcpInBothFormats) {
             EXPECT_THROW(client.post_read(3, 0, 0, 64), std::logic_error);
         }
     }
+}
+
+TEST(Loopback, HandshakeV3NamesAnIterationMismatchOnBothSides) {
+    REQUIRE_DEVICE();
+    EndpointConfig server_config = config(), client_config = config();
+    server_config.iterations = 1000;
+    client_config.iterations = 2000;
+    RDMAEndpoint server(server_config), client(client_config);
+    const auto port = static_cast<std::uint16_t>(20000 + std::random_device{}() % 20000);
+    auto accepted = std::async(std::launch::async, [&] { server.accept_peer(port, "127.0.0.1"); });
+    const auto expect_mismatch = [](const std::function<void()>& connect, const std::string& what) {
+        try {
+            connect();
+            FAIL() << "connected despite different -n";
+        } catch (const TutorialError& e) {
+            EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
+            EXPECT_EQ(std::string(e.what()), what);
+        }
+    };
+    expect_mismatch(
+        [&] { client.connect_to_peer("127.0.0.1", port); },
+        "the server uses -n 1000, this client -n 2000: both sides must use the same -n");
+    expect_mismatch(
+        [&] { accepted.get(); },
+        "the client uses -n 2000, this server -n 1000: both sides must use the same -n");
+    EXPECT_FALSE(server.connected());
+    EXPECT_FALSE(client.connected());
 }
 
 TEST(Loopback, GarbageFromThePeerIsAClearProtocolError) {
@@ -213,10 +241,10 @@ TEST(Loopback, GarbageFromThePeerIsAClearProtocolError) {
     ASSERT_EQ(::write(fd, garbage, sizeof garbage), static_cast<ssize_t>(sizeof garbage));
     try {
         accepted.get();
-        FAIL() << "accepted an rc_pingpong message as handshake v2";
+        FAIL() << "accepted an rc_pingpong message as handshake v3";
     } catch (const TutorialError& e) {
         EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
-        EXPECT_EQ(std::string(e.what()).rfind("handshake v2: bad magic 0x30303030", 0), 0u)
+        EXPECT_EQ(std::string(e.what()).rfind("handshake v3: bad magic 0x30303030", 0), 0u)
             << e.what();
     }
     ::close(fd);

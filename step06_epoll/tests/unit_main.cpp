@@ -1,5 +1,4 @@
-// Step 06 unit tests: main.cpp's pure logic (options, rc_pingpong handshake format, payload,
-// stats).
+// Step 06 unit tests: main.cpp's pure logic (options, the handshake formats, payload, stats).
 #include <gtest/gtest.h>
 
 #define RDMA_TUTORIAL_UNIT_TEST
@@ -153,6 +152,46 @@ TEST(Handshake, ServerParsesWhatTheClientFormats) {
     const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n012345678901234567890123";
     EXPECT_THROW((void)parse_rc_pingpong(std::span<const char>(garbage.data(), kWireSize)),
                  TutorialError);
+}
+
+TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
+    PeerInfo info;
+    info.qpn = 0x11;
+    info.length = 8192;
+    const HandshakeV3Message v3 = encode_handshake_v3(info);
+    std::array<char, 4> first{};
+    std::memcpy(first.data(), v3.data(), 4);
+    EXPECT_EQ(detect_handshake(first), HandshakeFormat::v3);
+    const auto rc = format_rc_pingpong(info);  // "0000:000011:..."
+    std::memcpy(first.data(), rc.data(), 4);
+    EXPECT_EQ(detect_handshake(first), HandshakeFormat::rc_pingpong);
+    std::memcpy(first.data(), "GET ", 4);  // then rejected by parse_rc_pingpong
+    EXPECT_EQ(detect_handshake(first), HandshakeFormat::rc_pingpong);
+}
+
+TEST(Handshake, ClientSendsSizeAndIterationsInV3) {
+    const Options o = parse({"-s", "64", "-n", "2000", "127.0.0.1"});
+    const EndpointConfig c = endpoint_config(o, false);
+    EXPECT_EQ(c.handshake, HandshakeFormat::v3);
+    EXPECT_EQ(c.message_size, 64u);
+    EXPECT_EQ(c.iterations, 2000u);
+    EXPECT_EQ(c.buffer_size, 128u);  // [receive slot | send slot]
+    PeerInfo info;
+    info.qpn = 0x11;
+    info.length = c.buffer_size;
+    info.message_size = c.message_size;
+    info.iterations = c.iterations;
+    const HandshakeV3Message m = encode_handshake_v3(info);
+    EXPECT_EQ(std::to_integer<int>(m[5]), 3);  // the version
+    const PeerInfo back = decode_handshake_v3(m);
+    EXPECT_EQ(back.message_size, 64u);
+    EXPECT_EQ(back.iterations, 2000u);
+    PeerInfo server = back;
+    server.iterations = 1000;
+    EXPECT_EQ(describe_run_mismatch(server, back, true),
+              "the client uses -n 2000, this server -n 1000: both sides must use the same -n");
+    EXPECT_EQ(describe_run_mismatch(back, server, false),
+              "the server uses -n 1000, this client -n 2000: both sides must use the same -n");
 }
 
 TEST(Handshake, PrintableEscapesWhatAPeerSent) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# step05's ping-pong (handshake v2) between two step05s, at several sizes: both sides print
+# step05's ping-pong (handshake v3) between two step05s, at several sizes: both sides print
 # rc_pingpong's two summary lines and the latency table. Then --check on both sides with
 # --latency-file, and --check on one side only (exit 6, naming the message and byte).
 # shellcheck source=/dev/null

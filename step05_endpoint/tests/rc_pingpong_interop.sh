@@ -41,6 +41,6 @@ wait_for_listen "$port" 30
 run_cmd refclient timeout 60 "${ref[@]}" -p "$port" 127.0.0.1
 wait "$server"
 expect_exit v2server 6
-expect_line v2server err 'step05_endpoint: handshake v2: bad magic 0x30303030 (expected 0x52444d41 "RDMA"); received "0000"'
-expect_line v2server err "hint: the peer does not speak handshake v2; with ibv_rc_pingpong or step04, use --rc-pingpong-compat"
+expect_line v2server err 'step05_endpoint: handshake v3: bad magic 0x30303030 (expected 0x52444d41 "RDMA"); received "0000"'
+expect_line v2server err "hint: the peer does not speak handshake v3; with ibv_rc_pingpong or step04, use --rc-pingpong-compat"
 echo PASS

@@ -1,5 +1,6 @@
 // Step 01: which RDMA devices do I have, what are their limits, and which GID should I use?
 #include "device_report.hpp"
+#include "enum_text.hpp"
 #include "errors.hpp"
 #include "gid.hpp"
 #include "options.hpp"

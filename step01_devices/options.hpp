@@ -47,6 +47,30 @@ struct Options {
     return value;
 }
 
+// One option that getopt_long returned, stored in options; a bad value is a UsageError.
+inline void apply_option(Options& options, int c, char** argv) {
+    switch (c) {
+        case 'd':
+            options.device_name = optarg;
+            break;
+        case 'i':
+            options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
+            break;
+        case 'v':
+            options.verbose = true;
+            break;
+        case 'h':
+            options.help = true;
+            break;
+        case ':':
+            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+        default:
+            throw UsageError(
+                optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
+                            : std::string("unknown option '") + argv[optind - 1] + "'");
+    }
+}
+
 [[nodiscard]] inline Options parse_options(int argc, char** argv) {
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                           {"ib-port", required_argument, nullptr, 'i'},
@@ -61,26 +85,7 @@ struct Options {
         if (c == -1) {
             break;
         }
-        switch (c) {
-            case 'd':
-                options.device_name = optarg;
-                break;
-            case 'i':
-                options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
-                break;
-            case 'v':
-                options.verbose = true;
-                break;
-            case 'h':
-                options.help = true;
-                break;
-            case ':':
-                throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-            default:
-                throw UsageError(
-                    optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
-                                : std::string("unknown option '") + argv[optind - 1] + "'");
-        }
+        apply_option(options, c, argv);
     }
     if (optind < argc) {
         throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");

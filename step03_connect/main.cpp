@@ -1,15 +1,10 @@
 // Step 03: connect two RC QPs (RESET->INIT->RTR->RTS) over ibv_rc_pingpong's TCP handshake.
-#include "device.hpp"
-#include "enum_text.hpp"
 #include "errors.hpp"
-#include "gid.hpp"
 #include "local_port.hpp"
 #include "options.hpp"
-#include "qp_masks.hpp"
 #include "qp_transitions.hpp"
 #include "resources.hpp"
 #include "tcp.hpp"
-#include "verbs_raii.hpp"
 #include "wc_status.hpp"
 #include "wire_format.hpp"
 
@@ -31,6 +26,39 @@
 #include <system_error>
 
 namespace tutorial {
+
+// The pieces of run(), defined below it.
+void post_hello_receive(const Resources& resources, std::size_t size);
+void connect_to_peer(const Resources& resources, const LocalPort& port, const Options& options,
+                     const QpEndpointInfo& local);
+void post_hello_send(const Resources& resources, const std::string& text);
+void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::seconds timeout);
+
+//! [run]
+// The outline: step 02's resources, then a receive, the handshake that connects the QP,
+// a send, and the two completions.
+void run(const Options& options) {
+    install_stop_handlers();
+    Resources resources;
+    const ibv_device_attr attr = open_and_check(resources, options);
+    const QueuePairCaps caps = build_resources(resources, options);
+    print_queue_pair(*resources.qp, caps);
+    const LocalPort port = query_local_port(resources.context.get(), options, attr.phys_port_cnt);
+    // The receive must be posted before the peer can send: from INIT on, it may be.
+    post_hello_receive(resources, options.size);
+
+    QpEndpointInfo local;
+    local.lid = port.attr.lid;
+    local.qpn = resources.qp->qp_num;
+    local.psn = random_psn();
+    local.gid = port.gid;
+    connect_to_peer(resources, port, options, local);
+
+    post_hello_send(resources,
+                    std::string("hello from the ") + (options.host.empty() ? "server" : "client"));
+    wait_for_hello(resources, options.size, std::chrono::seconds(options.timeout_seconds));
+}
+//! [run]
 
 //! [handshake]
 // Reads the peer's 52-byte message and parses it strictly; anything else is a peer error that
@@ -184,30 +212,6 @@ void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::s
     }
 }
 //! [hello]
-
-//! [run]
-void run(const Options& options) {
-    install_stop_handlers();
-    Resources resources;
-    const ibv_device_attr attr = open_and_check(resources, options);
-    const QueuePairCaps caps = build_resources(resources, options);
-    print_queue_pair(*resources.qp, caps);
-    const LocalPort port = query_local_port(resources.context.get(), options, attr.phys_port_cnt);
-    // The receive must be posted before the peer can send: from INIT on, it may be.
-    post_hello_receive(resources, options.size);
-
-    QpEndpointInfo local;
-    local.lid = port.attr.lid;
-    local.qpn = resources.qp->qp_num;
-    local.psn = random_psn();
-    local.gid = port.gid;
-    connect_to_peer(resources, port, options, local);
-
-    post_hello_send(resources,
-                    std::string("hello from the ") + (options.host.empty() ? "server" : "client"));
-    wait_for_hello(resources, options.size, std::chrono::seconds(options.timeout_seconds));
-}
-//! [run]
 
 }  // namespace tutorial
 

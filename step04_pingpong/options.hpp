@@ -36,6 +36,7 @@ struct Options {
     long long iters = 1000;
     long long warmup = 0;
     bool check = false;
+    bool plain = false;        // the plain loop, not the optimised one
     std::string latency_file;  // empty: none
     bool help = false;
 };
@@ -63,6 +64,8 @@ struct Options {
            "                       must run as many in all (default 0)\n"
            "      --check          fill each message with a pattern and verify it; both sides\n"
            "                       need --check (ibv_rc_pingpong has none)\n"
+           "      --plain          run the plain loop: one message at a time, every send\n"
+           "                       signaled, no inline data (same traffic and output)\n"
            "      --latency-file=PATH\n"
            "                       write each measured one-way latency in usec to PATH, one per\n"
            "                       line after a few '# ' header lines (for plotting)\n"
@@ -85,7 +88,7 @@ struct Options {
     return value;
 }
 
-enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency };
+enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency, kOptPlain };
 
 [[nodiscard]] inline Options parse_options(int argc, char** argv) {
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -101,6 +104,7 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLa
                                           {"iters", required_argument, nullptr, 'n'},
                                           {"warmup", required_argument, nullptr, kOptWarmup},
                                           {"check", no_argument, nullptr, kOptCheck},
+                                          {"plain", no_argument, nullptr, kOptPlain},
                                           {"latency-file", required_argument, nullptr, kOptLatency},
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
@@ -159,6 +163,9 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLa
                 break;
             case kOptCheck:
                 options.check = true;
+                break;
+            case kOptPlain:
+                options.plain = true;
                 break;
             case kOptLatency:
                 if (*optarg == '\0') {

@@ -245,6 +245,7 @@ TEST(Options, DefaultsAreRcPingpongs) {
     EXPECT_EQ(options.rx_depth, 500);
     EXPECT_EQ(options.warmup, 0);
     EXPECT_FALSE(options.check);
+    EXPECT_FALSE(options.plain);
     EXPECT_TRUE(options.latency_file.empty());
     EXPECT_EQ(options.tcp_port, 18515);
     EXPECT_EQ(options.timeout_seconds, 10);
@@ -289,6 +290,7 @@ TEST(Options, RcPingpongOptionsAndOurs) {
     EXPECT_EQ(options.warmup, 100);
     EXPECT_TRUE(options.check);
     EXPECT_EQ(options.host, "host");
+    EXPECT_TRUE(parse({"--plain"}).plain);
 }
 
 // Round trips 2, 4, ..., 20 usec: halved 1..10. The 2 largest leave the count (m = 8).
@@ -439,6 +441,32 @@ TEST(CheckNegotiation, NothingOrCheckElseAPeerError) {
     EXPECT_THROW((void)peer_offers_check(junk, "peer"), TutorialError);
     const std::string done_again("done", 5);
     EXPECT_THROW((void)peer_offers_check(done_again, "peer"), TutorialError);
+}
+
+// Only the last send of a session carries immediate data (the count): the peer's mark.
+TEST(SessionEnd, OnlyTheLastSendIsMarked) {
+    ibv_send_wr wr{};
+    mark_if_last(wr, 998, 1000);
+    EXPECT_EQ(wr.opcode, IBV_WR_SEND);
+    mark_if_last(wr, 999, 1000);
+    EXPECT_EQ(wr.opcode, IBV_WR_SEND_WITH_IMM);
+    EXPECT_EQ(ntohl(wr.imm_data), 1000u);
+    ibv_wc wc{};
+    EXPECT_FALSE(is_last_message(wc));
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    EXPECT_TRUE(is_last_message(wc));
+}
+
+TEST(SessionEnd, NamesThePeerAndTheCount) {
+    const TutorialError client_side = peer_ended_early(true, 1000, 2000);
+    EXPECT_EQ(client_side.exit_code(), kExitPeer);
+    EXPECT_STREQ(
+        client_side.what(),
+        "the server ended the session after 1000 messages; both sides must use the same -n");
+    EXPECT_EQ(client_side.hint(),
+              "this side was to run 2000 (-n plus --warmup); the handshake does not carry -n");
+    EXPECT_STREQ(peer_ended_early(false, 7, 9).what(),
+                 "the client ended the session after 7 messages; both sides must use the same -n");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ run_cmd help "$prog" --help
 expect_exit help 0
 expect_match help out '^usage: step04_pingpong \[options\] +start a server'
 expect_match help out '^      --check '
+expect_match help out '^      --plain          run the plain loop: one message at a time, every send$'
 run_cmd unknown "$prog" --no-such-option
 expect_exit unknown 2
 expect_line unknown err "step04_pingpong: unknown option '--no-such-option'"

@@ -53,6 +53,7 @@ class PingPong {
         }
         return result_from(send_times_);
     }
+    //! [pingpong_loop]
 
   private:
     //! [batched_polling]
@@ -252,6 +253,5 @@ class PingPong {
     std::array<ibv_wc, 16> completions_{};
     std::vector<Clock::time_point> send_times_;
 };
-//! [pingpong_loop]
 
 }  // namespace tutorial

@@ -90,6 +90,74 @@ struct Options {
 
 enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency, kOptPlain };
 
+// One option that getopt_long returned, stored in options; a bad value is a UsageError.
+inline void apply_option(Options& options, int c, char** argv) {
+    switch (c) {
+        case 'd':
+            options.device_name = optarg;
+            break;
+        case 'i':
+            options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
+            break;
+        case 's':
+            options.size =
+                static_cast<std::size_t>(parse_number(optarg, "--size", 1, kMaxBufferSize));
+            break;
+        case 'r':
+            options.rx_depth = static_cast<int>(parse_number(optarg, "--rx-depth", 1, kMaxDepth));
+            break;
+        case 't':
+            options.tx_depth = static_cast<int>(parse_number(optarg, "--tx-depth", 1, kMaxDepth));
+            break;
+        case 'g':
+            options.gid_index = static_cast<int>(parse_number(optarg, "--gid-idx", 0, 255));
+            break;
+        case 'm':
+            options.mtu = static_cast<int>(parse_number(optarg, "--mtu", 256, 4096));
+            if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
+                throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
+                                 std::string(optarg) + "')");
+            }
+            break;
+        case 'p':
+            options.tcp_port = static_cast<int>(parse_number(optarg, "--port", 1, 65535));
+            break;
+        case kOptBind:
+            options.bind_address = optarg;
+            break;
+        case kOptTimeout:
+            options.timeout_seconds = static_cast<int>(parse_number(optarg, "--timeout", 1, 3600));
+            break;
+        case 'n':
+            options.iters = parse_number(optarg, "--iters", 2, 100000000);
+            break;
+        case kOptWarmup:
+            options.warmup = parse_number(optarg, "--warmup", 0, 100000000);
+            break;
+        case kOptCheck:
+            options.check = true;
+            break;
+        case kOptPlain:
+            options.plain = true;
+            break;
+        case kOptLatency:
+            if (*optarg == '\0') {
+                throw UsageError("--latency-file needs a path");
+            }
+            options.latency_file = optarg;
+            break;
+        case 'h':
+            options.help = true;
+            break;
+        case ':':
+            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+        default:
+            throw UsageError(
+                optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
+                            : std::string("unknown option '") + argv[optind - 1] + "'");
+    }
+}
+
 [[nodiscard]] inline Options parse_options(int argc, char** argv) {
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                           {"ib-port", required_argument, nullptr, 'i'},
@@ -116,73 +184,7 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLa
         if (c == -1) {
             break;
         }
-        switch (c) {
-            case 'd':
-                options.device_name = optarg;
-                break;
-            case 'i':
-                options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
-                break;
-            case 's':
-                options.size =
-                    static_cast<std::size_t>(parse_number(optarg, "--size", 1, kMaxBufferSize));
-                break;
-            case 'r':
-                options.rx_depth =
-                    static_cast<int>(parse_number(optarg, "--rx-depth", 1, kMaxDepth));
-                break;
-            case 't':
-                options.tx_depth =
-                    static_cast<int>(parse_number(optarg, "--tx-depth", 1, kMaxDepth));
-                break;
-            case 'g':
-                options.gid_index = static_cast<int>(parse_number(optarg, "--gid-idx", 0, 255));
-                break;
-            case 'm':
-                options.mtu = static_cast<int>(parse_number(optarg, "--mtu", 256, 4096));
-                if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
-                    throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
-                                     std::string(optarg) + "')");
-                }
-                break;
-            case 'p':
-                options.tcp_port = static_cast<int>(parse_number(optarg, "--port", 1, 65535));
-                break;
-            case kOptBind:
-                options.bind_address = optarg;
-                break;
-            case kOptTimeout:
-                options.timeout_seconds =
-                    static_cast<int>(parse_number(optarg, "--timeout", 1, 3600));
-                break;
-            case 'n':
-                options.iters = parse_number(optarg, "--iters", 2, 100000000);
-                break;
-            case kOptWarmup:
-                options.warmup = parse_number(optarg, "--warmup", 0, 100000000);
-                break;
-            case kOptCheck:
-                options.check = true;
-                break;
-            case kOptPlain:
-                options.plain = true;
-                break;
-            case kOptLatency:
-                if (*optarg == '\0') {
-                    throw UsageError("--latency-file needs a path");
-                }
-                options.latency_file = optarg;
-                break;
-            case 'h':
-                options.help = true;
-                break;
-            case ':':
-                throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-            default:
-                throw UsageError(
-                    optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
-                                : std::string("unknown option '") + argv[optind - 1] + "'");
-        }
+        apply_option(options, c, argv);
     }
     if (optind < argc) {
         options.host = argv[optind++];

@@ -16,7 +16,7 @@ PeerInfo sample() {
     info.qpn = 0xabcdef;
     info.psn = 0x123456;
     const std::uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
-    std::memcpy(info.gid.raw, gid, 16);
+    std::memcpy(info.gid.data(), gid, 16);
     info.mtu = IBV_MTU_4096;
     info.addr = 0x00007f1234567000;
     info.rkey = 0xdeadbeef;
@@ -181,24 +181,29 @@ std::span<const char> as_message(const std::string& text) {
     return {text.data(), text.size()};
 }
 
+// --rc-pingpong-compat speaks step04's wire_format.hpp: format_wire_message, parse_wire_message.
 TEST(RcPingpongFormat, MatchesTheReferenceBinary) {
     // Captured in the lab from ibv_rc_pingpong -g 1 (a client's first message).
     const std::string captured("0000:000011:1a91a5:00000000000000000000ffff7f000001\0", 52);
-    const PeerInfo info = tutorial::parse_rc_pingpong(as_message(captured));
-    EXPECT_EQ(info.lid, 0);
-    EXPECT_EQ(info.qpn, 0x11u);
-    EXPECT_EQ(info.psn, 0x1a91a5u);
-    EXPECT_EQ(tutorial::gid_to_string(info.gid), "::ffff:127.0.0.1");
-    const auto formatted = tutorial::format_rc_pingpong(info);
+    std::string error;
+    const auto info = tutorial::parse_wire_message(as_message(captured), error);
+    ASSERT_TRUE(info.has_value()) << error;
+    EXPECT_EQ(info->lid, 0);
+    EXPECT_EQ(info->qpn, 0x11u);
+    EXPECT_EQ(info->psn, 0x1a91a5u);
+    EXPECT_EQ(tutorial::format_gid(info->gid), "::ffff:127.0.0.1");
+    const auto formatted = tutorial::format_wire_message(*info);
     EXPECT_EQ(std::string(formatted.data(), formatted.size()), captured);
 }
 
 TEST(RcPingpongFormat, AcceptsUpperCaseHex) {
     const std::string upper("FFFF:ABCDEF:000001:FE800000000000000200FFFFFE000000\0", 52);
-    const PeerInfo info = tutorial::parse_rc_pingpong(as_message(upper));
-    EXPECT_EQ(info.lid, 0xffff);
-    EXPECT_EQ(info.qpn, 0xabcdefu);
-    EXPECT_EQ(tutorial::gid_to_string(info.gid), "fe80::200:ffff:fe00:0");
+    std::string error;
+    const auto info = tutorial::parse_wire_message(as_message(upper), error);
+    ASSERT_TRUE(info.has_value()) << error;
+    EXPECT_EQ(info->lid, 0xffff);
+    EXPECT_EQ(info->qpn, 0xabcdefu);
+    EXPECT_EQ(tutorial::format_gid(info->gid), "fe80::200:ffff:fe00:0");
 }
 
 TEST(RcPingpongFormat, RejectsMalformedMessages) {
@@ -206,59 +211,58 @@ TEST(RcPingpongFormat, RejectsMalformedMessages) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {good.substr(0, 51), "expected 52 bytes, got 51"},
         {good + "x", "expected 52 bytes, got 53"},
-        {std::string(good).replace(51, 1, "x"), "terminating NUL"},
-        {std::string(good).replace(4, 1, "-"), "expected ':' at byte 4"},
-        {std::string(good).replace(18, 1, " "), "expected ':' at byte 18"},
-        {std::string(good).replace(0, 1, "g"), "LID has a non-hex character at byte 0"},
-        {std::string(good).replace(6, 1, " "), "QPN has a non-hex character at byte 6"},
-        {std::string(good).replace(12, 1, "-"), "PSN has a non-hex character at byte 12"},
-        {std::string(good).replace(40, 1, "z"), "GID has a non-hex character at byte 40"},
-        {std::string(good).replace(50, 1, std::string(1, '\0')), "GID has a non-hex"},
-        {std::string(good).replace(5, 6, "000000"), "QPN 0 is reserved"},
-        {std::string(52, '\0'), "expected ':' at byte 4"},
+        {std::string(good).replace(51, 1, "x"), "the message does not end with a NUL byte"},
+        {std::string(good).replace(18, 1, " "), "expected 4 fields LID:QPN:PSN:GID separated by ':', found 3"},
+        {std::string(good).replace(0, 1, "g"), "LID is not hex ('g000')"},
+        {std::string(good).replace(6, 1, " "), "QPN is not hex ('0 0011')"},
+        {std::string(good).replace(12, 1, "-"), "PSN is not hex ('-a91a5')"},
+        {std::string(good).replace(40, 1, "z"), "GID is not hex"},
+        {std::string(good).replace(50, 1, std::string(1, '\0')), "NUL byte at offset 50"},
+        {std::string(good).replace(5, 6, "000000"), "QPN 0 is a special QP"},
+        {std::string(52, '\0'), "NUL byte at offset 0"},
     };
     for (const auto& [message, needle] : cases) {
-        try {
-            (void)tutorial::parse_rc_pingpong(as_message(message));
-            ADD_FAILURE() << "accepted a bad message; expected: " << needle;
-        } catch (const TutorialError& e) {
-            EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
-            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-                << "wanted '" << needle << "' in: " << e.what();
-        }
+        std::string error;
+        EXPECT_FALSE(tutorial::parse_wire_message(as_message(message), error).has_value())
+            << "accepted a bad message; expected: " << needle;
+        EXPECT_NE(error.find(needle), std::string::npos)
+            << "wanted '" << needle << "' in: " << error;
     }
 }
 
-// ------------------------------------------------------------------ GID choice
+// ------------------------------------------------------------------ GID choice (step04's gid.hpp)
 
-tutorial::GidEntry entry(int index, ibv_gid_type type, std::initializer_list<std::uint8_t> tail) {
+tutorial::GidEntry entry(std::uint32_t index, ibv_gid_type type,
+                         std::initializer_list<std::uint8_t> tail) {
     tutorial::GidEntry e;
     e.index = index;
     e.type = type;
     std::size_t at = 16 - tail.size();
     for (std::uint8_t b : tail)
-        e.gid.raw[at++] = b;
+        e.gid[at++] = b;
     return e;
+}
+
+std::optional<std::uint32_t> chosen(const std::vector<tutorial::GidEntry>& table) {
+    const auto choice = tutorial::choose_gid(table);
+    return choice ? std::optional<std::uint32_t>(choice->index) : std::nullopt;
 }
 
 TEST(GidChoice, PrefersRoceV2Ipv4MappedAsInTheLab) {
     auto link_local = entry(0, IBV_GID_TYPE_ROCE_V2, {0, 0, 0, 0xff, 0xfe, 0, 0, 0});
-    link_local.gid.raw[0] = 0xfe;
-    link_local.gid.raw[1] = 0x80;
+    link_local.gid[0] = 0xfe;
+    link_local.gid[1] = 0x80;
     const std::vector<tutorial::GidEntry> lab = {
         link_local, entry(1, IBV_GID_TYPE_ROCE_V2, {0xff, 0xff, 127, 0, 0, 1}),
         entry(2, IBV_GID_TYPE_ROCE_V2, {1})};
-    EXPECT_EQ(tutorial::choose_gid_index(lab), 1);
+    EXPECT_EQ(chosen(lab), 1u);
 }
 
 TEST(GidChoice, FallsBackToRoceV2ThenAnythingAndSkipsZeroGids) {
-    const std::vector<tutorial::GidEntry> v1_then_v2 = {entry(0, IBV_GID_TYPE_ROCE_V1, {1}),
-                                                        entry(1, IBV_GID_TYPE_ROCE_V2, {1})};
-    EXPECT_EQ(tutorial::choose_gid_index(v1_then_v2), 1);
-    const std::vector<tutorial::GidEntry> zero_then_ib = {entry(0, IBV_GID_TYPE_IB, {}),
-                                                          entry(3, IBV_GID_TYPE_IB, {7})};
-    EXPECT_EQ(tutorial::choose_gid_index(zero_then_ib), 3);
-    EXPECT_EQ(tutorial::choose_gid_index({}), std::nullopt);
+    EXPECT_EQ(chosen({entry(0, IBV_GID_TYPE_ROCE_V1, {1}), entry(1, IBV_GID_TYPE_ROCE_V2, {1})}),
+              1u);
+    EXPECT_EQ(chosen({entry(0, IBV_GID_TYPE_IB, {}), entry(3, IBV_GID_TYPE_IB, {7})}), 3u);
+    EXPECT_EQ(chosen({}), std::nullopt);
 }
 
 TEST(WorkCompletionError, NamesTheStatusTheWrIdAndACause) {

@@ -32,11 +32,11 @@ TEST(Options, DefaultsMatchRcPingpong) {
     const Options o = parse({});
     EXPECT_EQ(o.size, 4096u);
     EXPECT_EQ(o.iters, 1000);
-    EXPECT_EQ(o.rx_depth, 500u);
-    EXPECT_EQ(o.tx_depth, 16u);
-    EXPECT_EQ(o.mtu, IBV_MTU_1024);
+    EXPECT_EQ(o.rx_depth, 500);
+    EXPECT_EQ(o.tx_depth, 16);
+    EXPECT_EQ(o.mtu, 1024);
     EXPECT_EQ(o.tcp_port, 18515);
-    EXPECT_EQ(o.port, 1);
+    EXPECT_EQ(o.ib_port, 1);
     EXPECT_EQ(o.gid_index, -1);
     EXPECT_EQ(o.op, Operation::pingpong);
     EXPECT_FALSE(o.rc_pingpong_compat);
@@ -48,14 +48,14 @@ TEST(Options, ParsesEveryOption) {
         parse({"-d",        "rxe0", "-i",       "2",  "-g",   "1",    "-s", "64",     "-n",
                "10",        "-m",   "4096",     "-r", "16",   "-t",   "4",  "-p",     "20000",
                "--timeout", "3",    "--warmup", "5",  "--op", "read", "-v", "server1"});
-    EXPECT_EQ(o.device, "rxe0");
-    EXPECT_EQ(o.port, 2);
+    EXPECT_EQ(o.device_name, "rxe0");
+    EXPECT_EQ(o.ib_port, 2);
     EXPECT_EQ(o.gid_index, 1);
     EXPECT_EQ(o.size, 64u);
     EXPECT_EQ(o.iters, 10);
-    EXPECT_EQ(o.mtu, IBV_MTU_4096);
-    EXPECT_EQ(o.rx_depth, 16u);
-    EXPECT_EQ(o.tx_depth, 4u);
+    EXPECT_EQ(o.mtu, 4096);
+    EXPECT_EQ(o.rx_depth, 16);
+    EXPECT_EQ(o.tx_depth, 4);
     EXPECT_EQ(o.tcp_port, 20000);
     EXPECT_EQ(o.timeout_seconds, 3);
     EXPECT_EQ(o.warmup, 5);
@@ -73,18 +73,19 @@ TEST(Options, ParsesEveryOption) {
 }
 
 TEST(Options, RejectsBadValuesStrictly) {
+    // step04's parse_number and its message.
     EXPECT_EQ(usage_error({"-s", "12abc"}),
-              "invalid value '12abc' for --size (expected a whole number from 1 to 1073741824)");
+              "--size must be a whole number from 1 to 1073741824 (got '12abc')");
     EXPECT_EQ(usage_error({"-n", "0"}),
-              "invalid value '0' for --iters (expected a whole number from 1 to 100000000)");
+              "--iters must be a whole number from 1 to 100000000 (got '0')");
     EXPECT_EQ(usage_error({"-p", "70000"}),
-              "invalid value '70000' for --port (expected a whole number from 1 to 65535)");
+              "--port must be a whole number from 1 to 65535 (got '70000')");
     EXPECT_EQ(usage_error({"-m", "1000"}),
-              "invalid value '1000' for --mtu (expected 256, 512, 1024, 2048 or 4096)");
+              "--mtu must be 256, 512, 1024, 2048 or 4096 (got '1000')");
     EXPECT_EQ(usage_error({"-s", ""}),
-              "invalid value '' for --size (expected a whole number from 1 to 1073741824)");
+              "--size must be a whole number from 1 to 1073741824 (got '')");
     EXPECT_EQ(usage_error({"--op", "atomic"}),
-              "invalid value 'atomic' for --op (expected pingpong, write or read)");
+              "--op must be pingpong, write or read (got 'atomic')");
     EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
     EXPECT_EQ(usage_error({"-vx", "host"}), "unknown option '-x'") << "the option, not the cluster";
     EXPECT_EQ(usage_error({"--frobnicate"}), "unknown option '--frobnicate'");
@@ -199,11 +200,13 @@ TEST(Pattern, VerifiesAndNamesTheFirstBadByte) {
 
 TEST(Pattern, PingPongCheckTellsTheSidesAndIterationsApart) {
     std::vector<std::byte> message(64);
-    tutorial::fill_pattern(message, tutorial::pingpong_seed(3, true));
-    EXPECT_NO_THROW(tutorial::check_pingpong_message(message, 3, true));
+    using tutorial::PingPong;
+    tutorial::fill_pattern(message, PingPong::pattern_id(3, true));
+    EXPECT_NO_THROW(tutorial::check_pingpong_message(message, 3, PingPong::pattern_id(3, true)));
     const auto error_of = [&](long long iteration, bool from_client) {
         try {
-            tutorial::check_pingpong_message(message, iteration, from_client);
+            tutorial::check_pingpong_message(message, iteration,
+                                             PingPong::pattern_id(iteration, from_client));
         } catch (const tutorial::TutorialError& e) {
             EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
             EXPECT_EQ(e.hint(), "start both sides with --check (ibv_rc_pingpong has none)");
@@ -216,9 +219,10 @@ TEST(Pattern, PingPongCheckTellsTheSidesAndIterationsApart) {
     EXPECT_EQ(error_of(4, true), "--check: message 4 is wrong at byte 0");
     message[40] ^= std::byte{1};
     EXPECT_EQ(error_of(3, true), "--check: message 3 is wrong at byte 40");
-    // A peer without --check sends a zeroed buffer first: caught at once.
+    // A server without --check sends a zeroed buffer: the client's check of its first message
+    // fails at once.
     std::vector<std::byte> zeros(1);
-    EXPECT_EQ(tutorial::find_pattern_mismatch(zeros, tutorial::pingpong_seed(0, true)), 0u);
+    EXPECT_EQ(tutorial::find_pattern_mismatch(zeros, PingPong::pattern_id(0, false)), 0u);
 }
 
 }  // namespace

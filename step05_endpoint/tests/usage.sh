@@ -16,7 +16,7 @@ expect_exit badshort 2
 expect_line badshort err "step05_endpoint: unknown option '-x'"
 run_cmd badsize "$program" -s 4k
 expect_exit badsize 2
-expect_line badsize err "step05_endpoint: invalid value '4k' for --size (expected a whole number from 1 to 1073741824)"
+expect_line badsize err "step05_endpoint: --size must be a whole number from 1 to 1073741824 (got '4k')"
 run_cmd compat "$program" --rc-pingpong-compat --op read
 expect_exit compat 2
 expect_match compat err "^step05_endpoint: --rc-pingpong-compat carries no buffer address or rkey"

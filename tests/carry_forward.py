@@ -29,22 +29,22 @@ def source_names(step):
 
 
 def chapter_section(chapter, title):
-    """The lines of the section headed TITLE in CHAPTER (None when absent)."""
+    """The lines of the sections headed TITLE in CHAPTER (None when there is none)."""
     if not chapter.is_file():
         return None
     lines = chapter.read_text(encoding="utf-8").splitlines()
+    body = None
     for k, line in enumerate(lines):
         m = re.match(r"^(#{1,6})\s+" + re.escape(title) + r"\s*(?:\{#[^}]*\})?\s*#*\s*$", line)
         if m:
             level = len(m.group(1))
-            body = []
+            body = body or []
             for rest in lines[k + 1:]:
                 h = re.match(r"^(#{1,6})\s", rest)
                 if h and len(h.group(1)) <= level:
                     break
                 body.append(rest)
-            return body
-    return None
+    return body
 
 
 def main(argv):

@@ -1,5 +1,4 @@
-// Step 05: step04's ping-pong on RDMAEndpoint, a reusable class, plus one-sided
-// WRITE and READ.
+// Step 05: step04's ping-pong on RDMAEndpoint, a reusable class, plus one-sided WRITE and READ.
 #include "errors.hpp"
 #include "latency_file.hpp"
 #include "one_sided.hpp"
@@ -22,159 +21,146 @@
 
 namespace tutorial {
 
-EndpointConfig endpoint_config(const Options &options);
-void run_pingpong(RDMAEndpoint &endpoint, const Options &options,
-                  std::FILE *latency_file);
+EndpointConfig endpoint_config(const Options& options);
+void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* latency_file);
 
 //! [run]
-// The whole program: an endpoint, its receives, the peer, then one of the three
-// modes.
-void run(const Options &options) {
-  const OutputFile latency_file = open_latency_file(options.latency_file);
-  install_stop_handlers();
-  RDMAEndpoint endpoint(endpoint_config(options));
-  if (options.verbose) {
-    std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
-                endpoint.device_name().c_str(), options.ib_port,
-                endpoint.gid_index(), endpoint.max_inline_data());
-  }
-  // Receives are posted in INIT, before the peer can send anything.
-  const bool server = options.host.empty();
-  if (options.op == Operation::pingpong) {
-    endpoint.post_recv_batch(kReceiveWrId, 0, options.size,
-                             static_cast<std::size_t>(options.rx_depth));
-  } else if (server) {
-    endpoint.post_recv(kReceiveWrId, 0,
-                       0); // for the final write-with-immediate or send
-  }
-  if (options.op == Operation::read && server) {
-    fill_pattern(endpoint.buffer(), kReadSeed);
-  }
-  if (server) {
-    endpoint.accept_peer(static_cast<std::uint16_t>(options.tcp_port),
-                         options.bind_address);
-  } else {
-    endpoint.connect_to_peer(options.host,
-                             static_cast<std::uint16_t>(options.tcp_port));
-  }
-  print_address("local address: ", endpoint.local_info());
-  print_address("remote address:", *endpoint.remote_info());
-  if (options.op != Operation::pingpong && options.verbose) {
-    const PeerInfo &remote = *endpoint.remote_info();
-    std::printf("  remote buffer:  addr 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64
-                " bytes\n",
-                remote.addr, remote.rkey, remote.length);
-  }
-  switch (options.op) {
-  case Operation::pingpong:
-    run_pingpong(endpoint, options, latency_file.get());
-    break;
-  case Operation::write:
-    run_write(endpoint, options);
-    break;
-  case Operation::read:
-    run_read(endpoint, options);
-    break;
-  }
+// The whole program: an endpoint, its receives, the peer, then one of the three modes.
+void run(const Options& options) {
+    const OutputFile latency_file = open_latency_file(options.latency_file);
+    install_stop_handlers();
+    RDMAEndpoint endpoint(endpoint_config(options));
+    if (options.verbose) {
+        std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
+                    endpoint.device_name().c_str(), options.ib_port, endpoint.gid_index(),
+                    endpoint.max_inline_data());
+    }
+    // Receives are posted in INIT, before the peer can send anything.
+    const bool server = options.host.empty();
+    if (options.op == Operation::pingpong) {
+        endpoint.post_recv_batch(kReceiveWrId, 0, options.size,
+                                 static_cast<std::size_t>(options.rx_depth));
+    } else if (server) {
+        endpoint.post_recv(kReceiveWrId, 0,
+                           0);  // for the final write-with-immediate or send
+    }
+    if (options.op == Operation::read && server) {
+        fill_pattern(endpoint.buffer(), kReadSeed);
+    }
+    if (server) {
+        endpoint.accept_peer(static_cast<std::uint16_t>(options.tcp_port), options.bind_address);
+    } else {
+        endpoint.connect_to_peer(options.host, static_cast<std::uint16_t>(options.tcp_port));
+    }
+    print_address("local address: ", endpoint.local_info());
+    print_address("remote address:", *endpoint.remote_info());
+    if (options.op != Operation::pingpong && options.verbose) {
+        const PeerInfo& remote = *endpoint.remote_info();
+        std::printf("  remote buffer:  addr 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64 " bytes\n",
+                    remote.addr, remote.rkey, remote.length);
+    }
+    switch (options.op) {
+        case Operation::pingpong:
+            run_pingpong(endpoint, options, latency_file.get());
+            break;
+        case Operation::write:
+            run_write(endpoint, options);
+            break;
+        case Operation::read:
+            run_read(endpoint, options);
+            break;
+    }
 }
 //! [run]
 
 //! [setup]
-EndpointConfig endpoint_config(const Options &options) {
-  EndpointConfig config;
-  config.device_name = options.device_name;
-  config.port = static_cast<std::uint8_t>(options.ib_port);
-  config.gid_index = options.gid_index;
-  config.buffer_size = options.size;
-  // Handshake v3 carries -s and -n: the other side compares them at connect
-  // time.
-  config.message_size = static_cast<std::uint32_t>(options.size);
-  config.iterations = static_cast<std::uint32_t>(options.iters);
-  config.tx_depth = static_cast<std::uint32_t>(options.tx_depth);
-  config.rx_depth = static_cast<std::uint32_t>(options.rx_depth);
-  config.mtu =
-      *mtu_from_bytes(options.mtu); // parse_options allows IB MTUs only
-  config.timeout = std::chrono::seconds(options.timeout_seconds);
-  config.handshake = options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong
-                                                : HandshakeFormat::v3;
-  config.stop_flag = &g_stop_signal;
-  // Hand out remote access only where the peer needs it, and only on the
-  // server's buffer.
-  const bool server = options.host.empty();
-  config.access = IBV_ACCESS_LOCAL_WRITE;
-  if (server && options.op == Operation::write) {
-    config.access |= IBV_ACCESS_REMOTE_WRITE;
-  }
-  if (server && options.op == Operation::read) {
-    config.access |= IBV_ACCESS_REMOTE_READ;
-  }
-  return config;
+EndpointConfig endpoint_config(const Options& options) {
+    EndpointConfig config;
+    config.device_name = options.device_name;
+    config.port = static_cast<std::uint8_t>(options.ib_port);
+    config.gid_index = options.gid_index;
+    config.buffer_size = options.size;
+    // Handshake v3 carries -s and -n: the other side compares them at connect time.
+    config.message_size = static_cast<std::uint32_t>(options.size);
+    config.iterations = static_cast<std::uint32_t>(options.iters);
+    config.tx_depth = static_cast<std::uint32_t>(options.tx_depth);
+    config.rx_depth = static_cast<std::uint32_t>(options.rx_depth);
+    config.mtu = *mtu_from_bytes(options.mtu);  // parse_options allows IB MTUs only
+    config.timeout = std::chrono::seconds(options.timeout_seconds);
+    config.handshake =
+        options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong : HandshakeFormat::v3;
+    config.stop_flag = &g_stop_signal;
+    // Hand out remote access only where the peer needs it, and only on the server's buffer.
+    const bool server = options.host.empty();
+    config.access = IBV_ACCESS_LOCAL_WRITE;
+    if (server && options.op == Operation::write) {
+        config.access |= IBV_ACCESS_REMOTE_WRITE;
+    }
+    if (server && options.op == Operation::read) {
+        config.access |= IBV_ACCESS_REMOTE_READ;
+    }
+    return config;
 }
 //! [setup]
 
 //! [pingpong]
-// step04's run(), from the plan on: the loop, then rc_pingpong's summary and
-// the latency table.
-void run_pingpong(RDMAEndpoint &endpoint, const Options &options,
-                  std::FILE *latency_file) {
-  PingPongPlan plan;
-  plan.size = options.size;
-  plan.iters = options.iters;
-  plan.warmup = options.warmup;
-  plan.rx_depth = options.rx_depth;
-  plan.tx_depth = options.tx_depth;
-  plan.check = options.check;
-  plan.client = !options.host.empty();
-  plan.rc_pingpong_compat = options.rc_pingpong_compat;
-  plan.timeout = std::chrono::seconds(options.timeout_seconds);
-  PingPong pingpong(endpoint, plan);
-  const PingPongResult result = pingpong.run();
-  std::printf(
-      "%s",
-      rc_pingpong_summary(options.size, options.iters, result.usec).c_str());
-  std::printf("%s", latency_table(options.size, options.iters,
-                                  compute_latency_stats(result.round_trips))
-                        .c_str());
-  if (latency_file != nullptr) {
-    write_latency_file(latency_file, options.latency_file,
-                       latency_file_text(options.size, result.round_trips));
-  }
+// step04's run(), from the plan on: the loop, then rc_pingpong's summary and the latency table.
+void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* latency_file) {
+    PingPongPlan plan;
+    plan.size = options.size;
+    plan.iters = options.iters;
+    plan.warmup = options.warmup;
+    plan.rx_depth = options.rx_depth;
+    plan.tx_depth = options.tx_depth;
+    plan.check = options.check;
+    plan.client = !options.host.empty();
+    plan.rc_pingpong_compat = options.rc_pingpong_compat;
+    plan.timeout = std::chrono::seconds(options.timeout_seconds);
+    PingPong pingpong(endpoint, plan);
+    const PingPongResult result = pingpong.run();
+    std::printf("%s", rc_pingpong_summary(options.size, options.iters, result.usec).c_str());
+    std::printf(
+        "%s", latency_table(options.size, options.iters, compute_latency_stats(result.round_trips))
+                  .c_str());
+    if (latency_file != nullptr) {
+        write_latency_file(latency_file, options.latency_file,
+                           latency_file_text(options.size, result.round_trips));
+    }
 }
 //! [pingpong]
 
-} // namespace tutorial
+}  // namespace tutorial
 
-#ifndef RDMA_TUTORIAL_UNIT_TEST // the unit tests include this file and bring
-                                // their own main
+#ifndef RDMA_TUTORIAL_UNIT_TEST  // the unit tests include this file and bring
+                                 // their own main
 //! [main]
-int main(int argc, char **argv) {
-  using namespace tutorial;
-  try {
-    const Options options = parse_options(argc, argv);
-    if (options.help) {
-      std::cout << usage_text();
-      return kExitOk;
+int main(int argc, char** argv) {
+    using namespace tutorial;
+    try {
+        const Options options = parse_options(argc, argv);
+        if (options.help) {
+            std::cout << usage_text();
+            return kExitOk;
+        }
+        run(options);
+        return kExitOk;
+    } catch (const UsageError& e) {
+        std::cerr << kProgram << ": " << e.what() << '\n' << usage_text();
+        return kExitUsage;
+    } catch (const TutorialError& e) {
+        std::cout.flush();
+        std::fflush(stdout);
+        std::cerr << kProgram << ": " << e.what() << '\n';
+        if (!e.hint().empty()) {
+            std::cerr << "hint: " << e.hint() << '\n';
+        }
+        return e.exit_code();
+    } catch (const std::exception& e) {  // a failing verb, or a range check in the class
+        std::cout.flush();
+        std::fflush(stdout);
+        std::cerr << kProgram << ": " << e.what() << '\n';
+        return kExitRdma;
     }
-    run(options);
-    return kExitOk;
-  } catch (const UsageError &e) {
-    std::cerr << kProgram << ": " << e.what() << '\n' << usage_text();
-    return kExitUsage;
-  } catch (const TutorialError &e) {
-    std::cout.flush();
-    std::fflush(stdout);
-    std::cerr << kProgram << ": " << e.what() << '\n';
-    if (!e.hint().empty()) {
-      std::cerr << "hint: " << e.hint() << '\n';
-    }
-    return e.exit_code();
-  } catch (const std::exception
-               &e) { // a failing verb, or a range check in the class
-    std::cout.flush();
-    std::fflush(stdout);
-    std::cerr << kProgram << ": " << e.what() << '\n';
-    return kExitRdma;
-  }
 }
 //! [main]
 #endif

@@ -1,5 +1,4 @@
-// Step 05's one-sided modes: --op write (RDMA WRITE, then a
-// write-with-immediate) and --op read.
+// Step 05's one-sided modes: --op write (RDMA WRITE, then a write-with-immediate) and --op read.
 #pragma once
 
 #include "check.hpp"
@@ -23,125 +22,111 @@
 
 namespace tutorial {
 
-// check.hpp's pattern, checked where no peer message is involved: throws
-// TutorialError (exit 1) naming the first byte that differs.
-inline void verify_pattern(std::span<const std::byte> buffer,
-                           std::uint64_t seed, const char *what) {
-  if (const auto i = find_pattern_mismatch(buffer, seed)) {
-    char text[160];
-    std::snprintf(
-        text, sizeof text, "%s: byte %zu is 0x%02x, expected 0x%02x", what, *i,
-        std::to_integer<unsigned>(buffer[*i]),
-        static_cast<unsigned>((seed + *i) % 251)); // fill_pattern's byte
-    throw TutorialError(kExitRdma, text);
-  }
+// check.hpp's pattern, checked where no peer message is involved: throws TutorialError (exit 1)
+// naming the first byte that differs.
+inline void verify_pattern(std::span<const std::byte> buffer, std::uint64_t seed,
+                           const char* what) {
+    if (const auto i = find_pattern_mismatch(buffer, seed)) {
+        char text[160];
+        std::snprintf(text, sizeof text, "%s: byte %zu is 0x%02x, expected 0x%02x", what, *i,
+                      std::to_integer<unsigned>(buffer[*i]),
+                      static_cast<unsigned>((seed + *i) % 251));  // fill_pattern's byte
+        throw TutorialError(kExitRdma, text);
+    }
 }
 
-// What the client of either mode prints after its loop: throughput, then the
-// latency table.
-inline void print_one_sided_figures(const char *verb, const Options &options,
+// What the client of either mode prints after its loop: throughput, then the latency table.
+inline void print_one_sided_figures(const char* verb, const Options& options,
                                     std::chrono::duration<double> elapsed,
                                     std::vector<double> samples) {
-  std::printf(
-      "%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
-      static_cast<long long>(options.size) * options.iters, elapsed.count(),
-      static_cast<double>(options.size) * static_cast<double>(options.iters) *
-          8 / (elapsed.count() * 1e6));
-  std::printf(
-      "RDMA %s latency (post to completion, halved as perftest does):\n", verb);
-  std::fputs(latency_table(options.size, options.iters,
-                           compute_latency_stats(std::move(samples)))
-                 .c_str(),
-             stdout);
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
+                static_cast<long long>(options.size) * options.iters, elapsed.count(),
+                static_cast<double>(options.size) * static_cast<double>(options.iters) * 8 /
+                    (elapsed.count() * 1e6));
+    std::printf("RDMA %s latency (post to completion, halved as perftest does):\n", verb);
+    std::fputs(latency_table(options.size, options.iters, compute_latency_stats(std::move(samples)))
+                   .c_str(),
+               stdout);
 }
 
-// The server of both modes waits this long for the client's last message: the
-// whole run.
-[[nodiscard]] inline std::chrono::milliseconds
-server_wait(const Options &options) {
-  return std::chrono::seconds(options.timeout_seconds) +
-         std::chrono::milliseconds(10) * options.iters;
+// The server of both modes waits this long for the client's last message: the whole run.
+[[nodiscard]] inline std::chrono::milliseconds server_wait(const Options& options) {
+    return std::chrono::seconds(options.timeout_seconds) +
+           std::chrono::milliseconds(10) * options.iters;
 }
 
 //! [write]
-// The client writes message i into the server's buffer, iters times, then a
-// zero-length write-with-immediate carrying iters. The server sees one
-// completion: that last one.
-inline void run_write(RDMAEndpoint &endpoint, const Options &options) {
-  if (options.host.empty()) {
-    const ibv_wc wc = endpoint.poll_recv_completion(server_wait(options));
-    if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
-        !(wc.wc_flags & IBV_WC_WITH_IMM)) {
-      throw TutorialError(
-          kExitPeer, "expected a write-with-immediate, got completion opcode " +
-                         std::to_string(wc.opcode));
+// The client writes message i into the server's buffer, iters times, then a zero-length
+// write-with-immediate carrying iters. The server sees one completion: that last one.
+inline void run_write(RDMAEndpoint& endpoint, const Options& options) {
+    if (options.host.empty()) {
+        const ibv_wc wc = endpoint.poll_recv_completion(server_wait(options));
+        if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
+            throw TutorialError(kExitPeer,
+                                "expected a write-with-immediate, got completion opcode " +
+                                    std::to_string(wc.opcode));
+        }
+        const std::uint32_t count = ntohl(wc.imm_data);
+        verify_pattern(endpoint.buffer().first(options.size), count - 1, "the written buffer");
+        std::printf(
+            "server: %u RDMA WRITEs landed with no completion here; the "
+            "write-with-immediate "
+            "said so; %zu bytes verified\n",
+            count, options.size);
+        return;
     }
-    const std::uint32_t count = ntohl(wc.imm_data);
-    verify_pattern(endpoint.buffer().first(options.size), count - 1,
-                   "the written buffer");
-    std::printf("server: %u RDMA WRITEs landed with no completion here; the "
-                "write-with-immediate "
-                "said so; %zu bytes verified\n",
-                count, options.size);
-    return;
-  }
-  std::vector<double> samples;
-  const auto start = Clock::now();
-  for (long long i = 0; i < options.iters; ++i) {
-    fill_pattern(endpoint.buffer().first(options.size),
-                 static_cast<std::uint64_t>(i));
-    const auto posted = Clock::now();
-    endpoint.post_write(static_cast<std::uint64_t>(i), 0, 0, options.size);
-    (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
-    samples.push_back(
-        std::chrono::duration<double, std::micro>(Clock::now() - posted)
-            .count());
-  }
-  const std::chrono::duration<double> elapsed = Clock::now() - start;
-  endpoint.post_write_with_imm(kSendWrId, 0, 0, 0,
-                               static_cast<std::uint32_t>(options.iters));
-  (void)endpoint.poll_completion(kSendWrId);
-  std::printf("client: %lld RDMA WRITEs of %zu bytes, then a "
-              "write-with-immediate (%lld)\n",
-              options.iters, options.size, options.iters);
-  print_one_sided_figures("WRITE", options, elapsed, std::move(samples));
+    std::vector<double> samples;
+    const auto start = Clock::now();
+    for (long long i = 0; i < options.iters; ++i) {
+        fill_pattern(endpoint.buffer().first(options.size), static_cast<std::uint64_t>(i));
+        const auto posted = Clock::now();
+        endpoint.post_write(static_cast<std::uint64_t>(i), 0, 0, options.size);
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
+        samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
+    }
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    endpoint.post_write_with_imm(kSendWrId, 0, 0, 0, static_cast<std::uint32_t>(options.iters));
+    (void)endpoint.poll_completion(kSendWrId);
+    std::printf(
+        "client: %lld RDMA WRITEs of %zu bytes, then a "
+        "write-with-immediate (%lld)\n",
+        options.iters, options.size, options.iters);
+    print_one_sided_figures("WRITE", options, elapsed, std::move(samples));
 }
 //! [write]
 
 //! [read]
-// The server fills its buffer and waits for the client's final send; the client
-// reads the buffer iters times, verifies it, and sends that zero-length
-// message.
+// The server fills its buffer and waits for the client's final send; the client reads the buffer
+// iters times, verifies it, and sends that zero-length message.
 inline constexpr std::uint64_t kReadSeed = 0x5eed;
 
-inline void run_read(RDMAEndpoint &endpoint, const Options &options) {
-  if (options.host.empty()) {
-    (void)endpoint.poll_recv_completion(server_wait(options));
-    std::printf("server: the client read %zu bytes %lld times with no "
-                "completion here; its "
-                "final send said so\n",
-                options.size, options.iters);
-    return;
-  }
-  std::vector<double> samples;
-  const auto start = Clock::now();
-  for (long long i = 0; i < options.iters; ++i) {
-    const auto posted = Clock::now();
-    endpoint.post_read(static_cast<std::uint64_t>(i), 0, 0, options.size);
-    (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
-    samples.push_back(
-        std::chrono::duration<double, std::micro>(Clock::now() - posted)
-            .count());
-  }
-  const std::chrono::duration<double> elapsed = Clock::now() - start;
-  verify_pattern(endpoint.buffer().first(options.size), kReadSeed,
-                 "the buffer read from the server");
-  endpoint.post_send(kSendWrId, 0, 0);
-  (void)endpoint.poll_completion(kSendWrId);
-  std::printf("client: %lld RDMA READs of %zu bytes; the last one verified\n",
-              options.iters, options.size);
-  print_one_sided_figures("READ", options, elapsed, std::move(samples));
+inline void run_read(RDMAEndpoint& endpoint, const Options& options) {
+    if (options.host.empty()) {
+        (void)endpoint.poll_recv_completion(server_wait(options));
+        std::printf(
+            "server: the client read %zu bytes %lld times with no "
+            "completion here; its "
+            "final send said so\n",
+            options.size, options.iters);
+        return;
+    }
+    std::vector<double> samples;
+    const auto start = Clock::now();
+    for (long long i = 0; i < options.iters; ++i) {
+        const auto posted = Clock::now();
+        endpoint.post_read(static_cast<std::uint64_t>(i), 0, 0, options.size);
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
+        samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
+    }
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    verify_pattern(endpoint.buffer().first(options.size), kReadSeed,
+                   "the buffer read from the server");
+    endpoint.post_send(kSendWrId, 0, 0);
+    (void)endpoint.poll_completion(kSendWrId);
+    std::printf("client: %lld RDMA READs of %zu bytes; the last one verified\n", options.iters,
+                options.size);
+    print_one_sided_figures("READ", options, elapsed, std::move(samples));
 }
 //! [read]
 
-} // namespace tutorial
+}  // namespace tutorial

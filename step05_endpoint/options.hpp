@@ -16,279 +16,259 @@
 
 namespace tutorial {
 
-constexpr const char *kProgram = "step05_endpoint";
-constexpr const char *kLatencyLabel =
-    "step05 busy poll"; // --latency-file's "# label: "
+constexpr const char* kProgram = "step05_endpoint";
+constexpr const char* kLatencyLabel = "step05 busy poll";  // --latency-file's "# label: "
 
 //! [parse_options]
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;
 constexpr long long kMaxDepth = 1LL << 24;
 
-// What the program does once connected: step04's ping-pong, or one-sided WRITEs
-// or READs.
+// What the program does once connected: step04's ping-pong, or one-sided WRITEs or READs.
 enum class Operation { pingpong, write, read };
 
 struct Options {
-  std::string device_name; // empty: the first device
-  int ib_port = 1;
-  std::size_t size = 4096;
-  int rx_depth = 500;
-  int tx_depth = 16;
-  int gid_index = -1; // -1: chosen as in step 01
-  int mtu = 1024;     // as ibv_rc_pingpong
-  int tcp_port = 18515;
-  std::string bind_address; // server: empty means every address
-  int timeout_seconds = 10;
-  std::string host; // empty: we are the server
-  long long iters = 1000;
-  long long warmup = 0;
-  bool check = false;
-  std::string latency_file; // empty: none
-  bool help = false;
-  Operation op = Operation::pingpong;
-  bool rc_pingpong_compat = false;
-  bool verbose = false;
+    std::string device_name;  // empty: the first device
+    int ib_port = 1;
+    std::size_t size = 4096;
+    int rx_depth = 500;
+    int tx_depth = 16;
+    int gid_index = -1;  // -1: chosen as in step 01
+    int mtu = 1024;      // as ibv_rc_pingpong
+    int tcp_port = 18515;
+    std::string bind_address;  // server: empty means every address
+    int timeout_seconds = 10;
+    std::string host;  // empty: we are the server
+    long long iters = 1000;
+    long long warmup = 0;
+    bool check = false;
+    std::string latency_file;  // empty: none
+    bool help = false;
+    Operation op = Operation::pingpong;
+    bool rc_pingpong_compat = false;
+    bool verbose = false;
 };
 
 [[nodiscard]] inline std::string usage_text() {
-  return "usage: step05_endpoint [options]          start a server and wait "
-         "for a client\n"
-         "       step05_endpoint [options] HOST     connect to the server on "
-         "HOST\n"
-         "\n"
-         "options:\n"
-         "  -d, --ib-dev=DEV        use RDMA device DEV (default: the first "
-         "one)\n"
-         "  -i, --ib-port=PORT      use port PORT of the device (default 1)\n"
-         "  -g, --gid-idx=INDEX     use GID INDEX (default: chosen "
-         "automatically)\n"
-         "  -s, --size=BYTES        message size (default 4096)\n"
-         "  -n, --iters=N           number of iterations (default 1000)\n"
-         "  -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 "
-         "(default 1024)\n"
-         "  -r, --rx-depth=N        receives to keep posted (default 500)\n"
-         "  -t, --tx-depth=N        send queue depth (default 16)\n"
-         "  -p, --port=PORT         TCP port of the handshake (default 18515)\n"
-         "      --bind=ADDR         server: listen on ADDR only (default: "
-         "any)\n"
-         "      --timeout=SECONDS   limit for connecting, the handshake and "
-         "every wait (default "
-         "10)\n"
-         "      --warmup=N          N more iterations first, left out of the "
-         "figures (default "
-         "0)\n"
-         "      --check             ping-pong: fill each message with a "
-         "pattern and verify it;\n"
-         "                          both sides need --check (ibv_rc_pingpong "
-         "has none)\n"
-         "      --latency-file=PATH ping-pong: write each measured one-way "
-         "latency in usec to\n"
-         "                          PATH, one per line after a few '# ' header "
-         "lines (for\n"
-         "                          plotting)\n"
-         "      --op=OP             pingpong (default), write (one-sided RDMA "
-         "WRITE) or read\n"
-         "      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake "
-         "(ping-pong only)\n"
-         "  -v, --verbose           say more\n"
-         "  -h, --help              print this help and exit\n"
-         "\n"
-         "exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no "
-         "provider,\n"
-         "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 "
-         "interrupted\n";
+    return "usage: step05_endpoint [options]          start a server and wait "
+           "for a client\n"
+           "       step05_endpoint [options] HOST     connect to the server on "
+           "HOST\n"
+           "\n"
+           "options:\n"
+           "  -d, --ib-dev=DEV        use RDMA device DEV (default: the first "
+           "one)\n"
+           "  -i, --ib-port=PORT      use port PORT of the device (default 1)\n"
+           "  -g, --gid-idx=INDEX     use GID INDEX (default: chosen "
+           "automatically)\n"
+           "  -s, --size=BYTES        message size (default 4096)\n"
+           "  -n, --iters=N           number of iterations (default 1000)\n"
+           "  -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 "
+           "(default 1024)\n"
+           "  -r, --rx-depth=N        receives to keep posted (default 500)\n"
+           "  -t, --tx-depth=N        send queue depth (default 16)\n"
+           "  -p, --port=PORT         TCP port of the handshake (default 18515)\n"
+           "      --bind=ADDR         server: listen on ADDR only (default: "
+           "any)\n"
+           "      --timeout=SECONDS   limit for connecting, the handshake and "
+           "every wait (default "
+           "10)\n"
+           "      --warmup=N          N more iterations first, left out of the "
+           "figures (default "
+           "0)\n"
+           "      --check             ping-pong: fill each message with a "
+           "pattern and verify it;\n"
+           "                          both sides need --check (ibv_rc_pingpong "
+           "has none)\n"
+           "      --latency-file=PATH ping-pong: write each measured one-way "
+           "latency in usec to\n"
+           "                          PATH, one per line after a few '# ' header "
+           "lines (for\n"
+           "                          plotting)\n"
+           "      --op=OP             pingpong (default), write (one-sided RDMA "
+           "WRITE) or read\n"
+           "      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake "
+           "(ping-pong only)\n"
+           "  -v, --verbose           say more\n"
+           "  -h, --help              print this help and exit\n"
+           "\n"
+           "exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no "
+           "provider,\n"
+           "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 "
+           "interrupted\n";
 }
 
-// Parses a whole decimal number in [min, max]; anything else is a UsageError
-// naming the option.
-[[nodiscard]] inline long long parse_number(std::string_view text,
-                                            const char *option, long long min,
-                                            long long max) {
-  long long value = 0;
-  const auto [end, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() ||
-      value < min || value > max) {
-    throw UsageError(std::string(option) + " must be a whole number from " +
-                     std::to_string(min) + " to " + std::to_string(max) +
-                     " (got '" + std::string(text) + "')");
-  }
-  return value;
+// Parses a whole decimal number in [min, max]; anything else is a UsageError naming the option.
+[[nodiscard]] inline long long parse_number(std::string_view text, const char* option,
+                                            long long min, long long max) {
+    long long value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min ||
+        value > max) {
+        throw UsageError(std::string(option) + " must be a whole number from " +
+                         std::to_string(min) + " to " + std::to_string(max) + " (got '" +
+                         std::string(text) + "')");
+    }
+    return value;
 }
 
 enum LongOnlyOption {
-  kOptBind = 256,
-  kOptTimeout,
-  kOptWarmup,
-  kOptCheck,
-  kOptLatency,
-  kOptOp,
-  kOptCompat
+    kOptBind = 256,
+    kOptTimeout,
+    kOptWarmup,
+    kOptCheck,
+    kOptLatency,
+    kOptOp,
+    kOptCompat
 };
 
-[[nodiscard]] inline Operation parse_operation(const char *text) {
-  for (const auto &[name, op] : {std::pair{"pingpong", Operation::pingpong},
-                                 std::pair{"write", Operation::write},
-                                 std::pair{"read", Operation::read}}) {
-    if (std::strcmp(text, name) == 0) {
-      return op;
+[[nodiscard]] inline Operation parse_operation(const char* text) {
+    for (const auto& [name, op] :
+         {std::pair{"pingpong", Operation::pingpong}, std::pair{"write", Operation::write},
+          std::pair{"read", Operation::read}}) {
+        if (std::strcmp(text, name) == 0) {
+            return op;
+        }
     }
-  }
-  throw UsageError(std::string("--op must be pingpong, write or read (got '") +
-                   text + "')");
+    throw UsageError(std::string("--op must be pingpong, write or read (got '") + text + "')");
 }
 
-// The options step05 adds to step04's: --op and --rc-pingpong-compat, each for
-// some modes only.
-inline void check_option_combinations(const Options &options) {
-  if (!options.host.empty() && !options.bind_address.empty()) {
-    throw UsageError(
-        "--bind is for the server; a client (HOST given) does not listen");
-  }
-  if (options.rc_pingpong_compat && options.op != Operation::pingpong) {
-    throw UsageError(
-        "--rc-pingpong-compat carries no buffer address or rkey: it works with "
-        "--op pingpong only");
-  }
-  if (options.check && options.op != Operation::pingpong) {
-    throw UsageError(
-        "--check is for --op pingpong (write and read always verify the data)");
-  }
-  if (!options.latency_file.empty() && options.op != Operation::pingpong) {
-    throw UsageError("--latency-file is for --op pingpong");
-  }
+// The options step05 adds to step04's: --op and --rc-pingpong-compat, each for some modes only.
+inline void check_option_combinations(const Options& options) {
+    if (!options.host.empty() && !options.bind_address.empty()) {
+        throw UsageError("--bind is for the server; a client (HOST given) does not listen");
+    }
+    if (options.rc_pingpong_compat && options.op != Operation::pingpong) {
+        throw UsageError(
+            "--rc-pingpong-compat carries no buffer address or rkey: it works with "
+            "--op pingpong only");
+    }
+    if (options.check && options.op != Operation::pingpong) {
+        throw UsageError("--check is for --op pingpong (write and read always verify the data)");
+    }
+    if (!options.latency_file.empty() && options.op != Operation::pingpong) {
+        throw UsageError("--latency-file is for --op pingpong");
+    }
 }
 
 // One option and its value (optarg) into options.
-inline void apply_option(Options &options, int c, const char *value) {
-  switch (c) {
-  case 'd':
-    options.device_name = value;
-    break;
-  case 'i':
-    options.ib_port =
-        static_cast<int>(parse_number(value, "--ib-port", 1, 255));
-    break;
-  case 's':
-    options.size = static_cast<std::size_t>(
-        parse_number(value, "--size", 1, kMaxBufferSize));
-    break;
-  case 'r':
-    options.rx_depth =
-        static_cast<int>(parse_number(value, "--rx-depth", 2, kMaxDepth));
-    break;
-  case 't':
-    options.tx_depth =
-        static_cast<int>(parse_number(value, "--tx-depth", 1, kMaxDepth));
-    break;
-  case 'g':
-    options.gid_index =
-        static_cast<int>(parse_number(value, "--gid-idx", 0, 255));
-    break;
-  case 'm':
-    options.mtu = static_cast<int>(parse_number(value, "--mtu", 256, 4096));
-    if ((options.mtu & (options.mtu - 1)) !=
-        0) { // a power of two from 256 to 4096
-      throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
-                       std::string(value) + "')");
+inline void apply_option(Options& options, int c, const char* value) {
+    switch (c) {
+        case 'd':
+            options.device_name = value;
+            break;
+        case 'i':
+            options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
+            break;
+        case 's':
+            options.size =
+                static_cast<std::size_t>(parse_number(value, "--size", 1, kMaxBufferSize));
+            break;
+        case 'r':
+            options.rx_depth = static_cast<int>(parse_number(value, "--rx-depth", 2, kMaxDepth));
+            break;
+        case 't':
+            options.tx_depth = static_cast<int>(parse_number(value, "--tx-depth", 1, kMaxDepth));
+            break;
+        case 'g':
+            options.gid_index = static_cast<int>(parse_number(value, "--gid-idx", 0, 255));
+            break;
+        case 'm':
+            options.mtu = static_cast<int>(parse_number(value, "--mtu", 256, 4096));
+            if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
+                throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
+                                 std::string(value) + "')");
+            }
+            break;
+        case 'p':
+            options.tcp_port = static_cast<int>(parse_number(value, "--port", 1, 65535));
+            break;
+        case kOptBind:
+            options.bind_address = value;
+            break;
+        case kOptTimeout:
+            options.timeout_seconds = static_cast<int>(parse_number(value, "--timeout", 1, 3600));
+            break;
+        case 'n':
+            options.iters = parse_number(value, "--iters", 1, 100000000);
+            break;
+        case kOptWarmup:
+            options.warmup = parse_number(value, "--warmup", 0, 1000000);
+            break;
+        case kOptCheck:
+            options.check = true;
+            break;
+        case kOptLatency:
+            if (*value == '\0') {
+                throw UsageError("--latency-file needs a path");
+            }
+            options.latency_file = value;
+            break;
+        case kOptOp:
+            options.op = parse_operation(value);
+            break;
+        case kOptCompat:
+            options.rc_pingpong_compat = true;
+            break;
+        case 'v':
+            options.verbose = true;
+            break;
+        case 'h':
+            options.help = true;
+            break;
     }
-    break;
-  case 'p':
-    options.tcp_port =
-        static_cast<int>(parse_number(value, "--port", 1, 65535));
-    break;
-  case kOptBind:
-    options.bind_address = value;
-    break;
-  case kOptTimeout:
-    options.timeout_seconds =
-        static_cast<int>(parse_number(value, "--timeout", 1, 3600));
-    break;
-  case 'n':
-    options.iters = parse_number(value, "--iters", 1, 100000000);
-    break;
-  case kOptWarmup:
-    options.warmup = parse_number(value, "--warmup", 0, 1000000);
-    break;
-  case kOptCheck:
-    options.check = true;
-    break;
-  case kOptLatency:
-    if (*value == '\0') {
-      throw UsageError("--latency-file needs a path");
-    }
-    options.latency_file = value;
-    break;
-  case kOptOp:
-    options.op = parse_operation(value);
-    break;
-  case kOptCompat:
-    options.rc_pingpong_compat = true;
-    break;
-  case 'v':
-    options.verbose = true;
-    break;
-  case 'h':
-    options.help = true;
-    break;
-  }
 }
 
-[[nodiscard]] inline Options parse_options(int argc, char **argv) {
-  static const option long_options[] = {
-      {"ib-dev", required_argument, nullptr, 'd'},
-      {"ib-port", required_argument, nullptr, 'i'},
-      {"size", required_argument, nullptr, 's'},
-      {"rx-depth", required_argument, nullptr, 'r'},
-      {"tx-depth", required_argument, nullptr, 't'},
-      {"gid-idx", required_argument, nullptr, 'g'},
-      {"mtu", required_argument, nullptr, 'm'},
-      {"port", required_argument, nullptr, 'p'},
-      {"bind", required_argument, nullptr, kOptBind},
-      {"timeout", required_argument, nullptr, kOptTimeout},
-      {"iters", required_argument, nullptr, 'n'},
-      {"warmup", required_argument, nullptr, kOptWarmup},
-      {"check", no_argument, nullptr, kOptCheck},
-      {"latency-file", required_argument, nullptr, kOptLatency},
-      {"op", required_argument, nullptr, kOptOp},
-      {"rc-pingpong-compat", no_argument, nullptr, kOptCompat},
-      {"verbose", no_argument, nullptr, 'v'},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
-  Options options;
-  opterr = 0; // we print our own messages
-  optind = 0; // 0, not 1: glibc then fully restarts the scan (the unit tests
-              // parse many times)
-  for (;;) {
-    const int c =
-        getopt_long(argc, argv, ":d:i:s:r:t:g:m:p:n:vh", long_options, nullptr);
-    if (c == -1) {
-      break;
+[[nodiscard]] inline Options parse_options(int argc, char** argv) {
+    static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
+                                          {"ib-port", required_argument, nullptr, 'i'},
+                                          {"size", required_argument, nullptr, 's'},
+                                          {"rx-depth", required_argument, nullptr, 'r'},
+                                          {"tx-depth", required_argument, nullptr, 't'},
+                                          {"gid-idx", required_argument, nullptr, 'g'},
+                                          {"mtu", required_argument, nullptr, 'm'},
+                                          {"port", required_argument, nullptr, 'p'},
+                                          {"bind", required_argument, nullptr, kOptBind},
+                                          {"timeout", required_argument, nullptr, kOptTimeout},
+                                          {"iters", required_argument, nullptr, 'n'},
+                                          {"warmup", required_argument, nullptr, kOptWarmup},
+                                          {"check", no_argument, nullptr, kOptCheck},
+                                          {"latency-file", required_argument, nullptr, kOptLatency},
+                                          {"op", required_argument, nullptr, kOptOp},
+                                          {"rc-pingpong-compat", no_argument, nullptr, kOptCompat},
+                                          {"verbose", no_argument, nullptr, 'v'},
+                                          {"help", no_argument, nullptr, 'h'},
+                                          {nullptr, 0, nullptr, 0}};
+    Options options;
+    opterr = 0;  // we print our own messages
+    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests
+                 // parse many times)
+    for (;;) {
+        const int c = getopt_long(argc, argv, ":d:i:s:r:t:g:m:p:n:vh", long_options, nullptr);
+        if (c == -1) {
+            break;
+        }
+        if (c == ':') {
+            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+        }
+        if (c == '?') {  // optopt: the short option, or a long-only one's value (its
+                         // argv is done)
+            throw UsageError(optopt > 0 && optopt < 0x80
+                                 ? std::string("unknown option '-") + static_cast<char>(optopt) +
+                                       "'"
+                                 : std::string("unknown option '") + argv[optind - 1] + "'");
+        }
+        apply_option(options, c, optarg);
     }
-    if (c == ':') {
-      throw UsageError(std::string("option '") + argv[optind - 1] +
-                       "' needs a value");
+    if (optind < argc) {
+        options.host = argv[optind++];
     }
-    if (c == '?') { // optopt: the short option, or a long-only one's value (its
-                    // argv is done)
-      throw UsageError(optopt > 0 && optopt < 0x80
-                           ? std::string("unknown option '-") +
-                                 static_cast<char>(optopt) + "'"
-                           : std::string("unknown option '") +
-                                 argv[optind - 1] + "'");
+    if (optind < argc) {
+        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
     }
-    apply_option(options, c, optarg);
-  }
-  if (optind < argc) {
-    options.host = argv[optind++];
-  }
-  if (optind < argc) {
-    throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
-  }
-  check_option_combinations(options);
-  return options;
+    check_option_combinations(options);
+    return options;
 }
 //! [parse_options]
 
-} // namespace tutorial
+}  // namespace tutorial

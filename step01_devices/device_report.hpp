@@ -1,4 +1,4 @@
-// What step 01 prints about a device and each of its ports: attributes, limits, GID table.
+// Printing a device and each of its ports: attributes, limits, port state and GID table.
 #pragma once
 
 #include "enum_text.hpp"

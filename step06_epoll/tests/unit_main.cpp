@@ -1,8 +1,18 @@
-// Step 06 unit tests: main.cpp's pure logic (options, the handshake formats, payload, stats).
+// Step 06 unit tests: the program's pure logic (options, the handshake formats, payload, stats).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
-#define RDMA_TUTORIAL_UNIT_TEST
-#include "../main.cpp"
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../measurements.hpp"
+#include "../options.hpp"
+#include "../pingpong.hpp"
+#include "../server.hpp"
+#include "../sockets.hpp"
 
 namespace {
 

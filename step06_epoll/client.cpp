@@ -1,0 +1,319 @@
+// The client: one endpoint, one ping-pong, and three ways to wait for its completions (busy
+// polling, completion events, or a spin then events), measured.
+#include "client.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "cq_events.hpp"
+#include "measurements.hpp"
+#include "pingpong.hpp"
+#include "rdma_endpoint.hpp"
+
+namespace tutorial {
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+    g_interrupted = 1;
+}
+
+void check_interrupted() {
+    if (g_interrupted) {
+        throw TutorialError(kExitInterrupted, "interrupted");
+    }
+}
+
+/// The client's three ways to reap completions.
+class CompletionWaiter {
+  public:
+    CompletionWaiter(RDMAEndpoint& ep, const Options& o) : ep_(ep), o_(o) {}
+
+    /// Calls `handle(wc)` for at least one completion (or returns at `wake_at`
+    /// when that comes first). Throws on timeout or interruption.
+    template <typename Handle>
+    void wait(Handle&& handle, std::optional<Clock::time_point> wake_at = std::nullopt) {
+        const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+        switch (o_.mode) {
+            case WaitMode::busy:
+                wait_busy(handle, deadline, wake_at);
+                break;
+            case WaitMode::event:
+                wait_event(handle, deadline, wake_at);
+                break;
+            case WaitMode::spin:
+                wait_spin(handle, deadline, wake_at);
+                break;
+        }
+    }
+    [[nodiscard]] std::uint64_t lost_wakeups() const { return ep_.events().safety_net_finds(); }
+
+  private:
+    template <typename Handle>
+    int poll_once(Handle& handle) {
+        const int n = ep_.poll(batch_);
+        for (int i = 0; i < n; ++i) {
+            handle(batch_[static_cast<std::size_t>(i)]);
+        }
+        return n;
+    }
+
+    static void check_deadline(Clock::time_point deadline, const char* mode) {
+        if (Clock::now() > deadline) {
+            throw TutorialError(kExitTimeout,
+                                std::string("no completion within --timeout (") + mode + " mode)");
+        }
+    }
+
+    //! [busy]
+    template <typename Handle>
+    void wait_busy(Handle& handle, Clock::time_point deadline,
+                   std::optional<Clock::time_point> wake_at) {
+        for (std::uint32_t spins = 0;; ++spins) {
+            if (poll_once(handle) > 0) {
+                return;
+            }
+            if ((spins & 1023) == 0) {
+                check_interrupted();
+                const auto now = Clock::now();
+                if (wake_at && now >= *wake_at) {
+                    return;
+                }
+                check_deadline(deadline, "busy");
+            } else if (wake_at && Clock::now() >= *wake_at) {
+                return;
+            }
+        }
+    }
+    //! [busy]
+
+    /// Sleeps on the channel fd until readable, wake_at, or --safety-ms.
+    bool sleep_on_channel(Clock::time_point deadline, std::optional<Clock::time_point> wake_at) {
+        auto until = Clock::now() + std::chrono::milliseconds(o_.safety_ms);
+        if (wake_at && *wake_at < until) {
+            until = *wake_at;
+        }
+        until = std::min(until, deadline + std::chrono::milliseconds(1));
+        const auto ns = std::max<long long>(
+            0, std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count());
+        timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+        pollfd p{ep_.channel_fd(), POLLIN, 0};
+        const int rc = ::ppoll(&p, 1, &ts, nullptr);
+        if (rc < 0 && errno != EINTR) {
+            throw std::system_error(errno, std::generic_category(), "ppoll");
+        }
+        check_interrupted();
+        return rc > 0;
+    }
+
+    //! [event]
+    template <typename Handle>
+    void wait_event(Handle& handle, Clock::time_point deadline,
+                    std::optional<Clock::time_point> wake_at) {
+        for (;;) {
+            if (sleep_on_channel(deadline, wake_at)) {
+                const ChannelPass pass =
+                    service_channel(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle);
+                if (pass.completions > 0) {
+                    return;
+                }
+                continue;  // an event whose CQE an earlier drain took: legal
+            }
+            if (wake_at && Clock::now() >= *wake_at) {
+                return;
+            }
+            // Timed out: the safety net. A completion here had no event (yet).
+            if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
+                return;
+            }
+            check_deadline(deadline, "event");
+        }
+    }
+    //! [event]
+
+    //! [spin]
+    /// rsocket's way: poll for up to --spin-us; only then arm the CQ, poll once
+    /// more (a CQE may have landed before the arm), and sleep.
+    template <typename Handle>
+    void wait_spin(Handle& handle, Clock::time_point deadline,
+                   std::optional<Clock::time_point> wake_at) {
+        const auto spin_until = Clock::now() + std::chrono::microseconds(o_.spin_us);
+        for (;;) {
+            if (poll_once(handle) > 0) {
+                return;
+            }
+            const auto now = Clock::now();
+            if (wake_at && now >= *wake_at) {
+                return;
+            }
+            if (now < spin_until) {
+                continue;
+            }
+            if (!armed_) {
+                ep_.request_notify();
+                ep_.events().on_rearm();
+                armed_ = true;
+                continue;  // poll once more after arming
+            }
+            if (sleep_on_channel(deadline, wake_at)) {
+                while (ep_.get_event()) {
+                    ep_.events().on_event();
+                    armed_ = false;  // the event used up the one-shot request
+                }
+                if (const std::uint32_t due = ep_.events().acks_due(); due > 0) {
+                    ep_.ack(due);
+                    ep_.events().on_acked(due);
+                }
+                continue;
+            }
+            if (wake_at && Clock::now() >= *wake_at) {
+                return;
+            }
+            // The safety net; it re-arms too when an earlier find's event never came
+            // (armed_ stays true: the CQ is armed again).
+            if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
+                return;
+            }
+            check_deadline(deadline, "spin");
+        }
+    }
+    //! [spin]
+
+    RDMAEndpoint& ep_;
+    const Options& o_;
+    std::array<ibv_wc, 16> batch_{};
+    bool armed_ = false;
+};
+
+/// What the measured loop gives: its wall time, and one one-way latency per message.
+struct ClientRun {
+    double seconds = 0;
+    std::vector<double> one_way_us;
+    CpuUsage cpu_before, cpu_after;
+};
+
+ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, PingPong& pingpong) {
+    CompletionWaiter waiter(ep, o);
+    ClientRun run;
+    run.one_way_us.reserve(o.iters);
+    run.cpu_before = cpu_usage();
+    const auto start = Clock::now();
+    auto on_wc = [&](const ibv_wc& wc) {
+        pingpong.on_completion(wc);
+        if (wc.wr_id == kRecvWrId) {
+            const std::chrono::duration<double, std::micro> rtt =
+                pingpong.last_receive() - pingpong.last_send();
+            run.one_way_us.push_back(rtt.count() / 2);
+        }
+    };
+    //! [client_loop]
+    while (!pingpong.complete()) {
+        check_interrupted();
+        if (pingpong.ready_to_send()) {
+            if (o.rate > 0) {
+                const auto slot =
+                    start + std::chrono::nanoseconds(1'000'000'000LL * pingpong.sent() / o.rate);
+                if (Clock::now() < slot) {
+                    waiter.wait(on_wc, slot);  // busy mode spins here; event modes sleep
+                    continue;
+                }
+            }
+            pingpong.maybe_send();
+        }
+        waiter.wait(on_wc);
+    }
+    //! [client_loop]
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    run.cpu_after = cpu_usage();
+    run.seconds = elapsed.count();
+    return run;
+}
+
+/// ibv_rc_pingpong's two summary lines and the latency table.
+void print_figures(const Options& o, const ClientRun& run) {
+    const double seconds = run.seconds;
+    const long long bytes = static_cast<long long>(o.size) * o.iters * 2;
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, seconds,
+                static_cast<double>(bytes) * 8.0 / seconds / 1e6);
+    std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
+                seconds * 1e6 / o.iters);
+    print_latency_table(o.size, run.one_way_us.size(), compute_stats(run.one_way_us));
+}
+
+/// The events the client's CQ raised, and the CPU time the run took.
+void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pingpong,
+                          const ClientRun& run) {
+    const char* mode_name = o.mode == WaitMode::busy    ? "busy"
+                            : o.mode == WaitMode::event ? "event"
+                                                        : "spin";
+    take_queued_events(ep);
+    ack_all_before_destroy(ep, ep.events());
+    std::printf("client: mode %s, %s\n", mode_name, event_counts(ep.events()).c_str());
+    const CpuUsage& before = run.cpu_before;
+    const CpuUsage& after = run.cpu_after;
+    const double cpu_s = (after.user_s - before.user_s) + (after.system_s - before.system_s);
+    std::printf(
+        "client: cpu: %.3f s user, %.3f s system = %.1f%% of one core; context switches: %ld "
+        "voluntary, %ld involuntary\n",
+        after.user_s - before.user_s, after.system_s - before.system_s, 100.0 * cpu_s / run.seconds,
+        after.voluntary - before.voluntary, after.involuntary - before.involuntary);
+    if (o.check) {
+        std::printf("client: verified %u of %u replies\n", pingpong.verified(), o.iters);
+    }
+}
+
+}  // namespace
+
+int run_client(const Options& o) {
+    File latency_file;
+    if (!o.latency_file.empty()) {
+        latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+
+    EndpointConfig config = endpoint_config(o, o.mode != WaitMode::busy);
+    config.stop_flag = &g_interrupted;
+    RDMAEndpoint ep(config);
+    PingPong pingpong(ep, o, kClientSide);
+    if (o.mode == WaitMode::event) {
+        ep.request_notify();  // armed before the first post
+    }
+    pingpong.post_initial_receives();
+
+    // step05's client handshake, v3: TCP, exchange, "done", RTR, RTS.
+    ep.connect_to_peer(o.host, o.tcp_port);
+    const PeerInfo remote = *ep.remote_info();
+    print_address("local", ep.local_info());
+    print_address("remote", remote);
+    std::fflush(stdout);
+
+    const ClientRun run = ping_pong(o, ep, pingpong);
+    print_figures(o, run);
+    if (latency_file) {
+        write_latency_file(std::move(latency_file),
+                           format_latency_file(mode_label(o), o.size, run.one_way_us));
+    }
+    print_events_and_cpu(o, ep, pingpong, run);
+    return kExitOk;
+}
+
+}  // namespace tutorial

@@ -1,0 +1,454 @@
+// The server's bookkeeping around the event loop: accepting clients, the non-blocking handshake,
+// starting a client's RDMA, its progress, the spin, the timeouts, and each session's end.
+#include "server.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "cq_events.hpp"
+#include "measurements.hpp"
+
+namespace tutorial {
+
+void Server::watch(int fd, std::uint64_t data) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;  // level-triggered: see the chapter
+    ev.data.u64 = data;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        throw std::system_error(errno, std::generic_category(), "epoll_ctl(ADD)");
+    }
+}
+
+void Server::accept_clients() {
+    for (;;) {
+        sockaddr_storage addr{};
+        socklen_t len = sizeof addr;
+        FileDescriptor fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                                    SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (!fd) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) {
+                return;
+            }
+            if (errno == EINTR) {
+                continue;
+            }
+            throw std::system_error(errno, std::generic_category(), "accept4");
+        }
+        const int one = 1;
+        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        const std::uint64_t id = next_id_++;
+        ClientSession& s = sessions_[id];
+        s.id = id;
+        s.peer = peer_name(addr);
+        s.socket = std::move(fd);
+        s.handshake_deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+        s.last_progress = Clock::now();
+        watch(s.socket.get(), tag(id, kSocket));
+        if (o_.verbose) {
+            std::printf("server: client %llu (%s): connected\n",
+                        static_cast<unsigned long long>(id), s.peer.c_str());
+        }
+    }
+}
+
+void Server::on_signal() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        if (!stopping_) {
+            std::printf("server: %s received: stop accepting, abort %zu in-flight client(s)\n",
+                        info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM", sessions_.size());
+        }
+        stopping_ = true;
+    }
+}
+
+//! [start_rdma]
+/// Returns the -s/-n mismatch with a v3 client (answered first, so that the client says it too),
+/// or an empty string once the client's QP is connected and answered.
+std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
+    s.endpoint = std::make_unique<RDMAEndpoint>(endpoint_config(o_, true));
+    RDMAEndpoint& ep = *s.endpoint;
+    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+    if (s.format == HandshakeFormat::v3) {
+        if (std::string mismatch = describe_run_mismatch(ep.local_info(), remote, true);
+            !mismatch.empty()) {
+            try {
+                answer(s, deadline);
+            } catch (const std::exception&) {  // the mismatch is the news, not a closed socket
+            }
+            s.endpoint.reset();
+            return mismatch;
+        }
+    }
+    s.pingpong = std::make_unique<PingPong>(ep, o_, kServerSide);
+    // Arm BEFORE the first post: a completion that lands before the first
+    // ibv_req_notify_cq() raises no event at all.
+    ep.request_notify();
+    s.pingpong->post_initial_receives();
+    if (s.format != HandshakeFormat::v3) {
+        remote.mtu = ep.path_mtu();  // not on rc_pingpong's wire: both sides are given -m
+    }
+    ep.connect(remote);
+    watch(ep.channel_fd(), tag(s.id, kChannel));
+    answer(s, deadline);
+    if (o_.verbose) {
+        print_address("local", ep.local_info());
+        print_address("remote", remote);
+    }
+    return {};
+}
+//! [start_rdma]
+
+/// The server's half of the handshake, in the client's format.
+void Server::answer(ClientSession& s, Clock::time_point deadline) {
+    const PeerInfo local = s.endpoint->local_info();
+    if (s.format == HandshakeFormat::v3) {
+        const HandshakeV3Message reply = encode_handshake_v3(local);
+        write_all(s.socket.get(), {reinterpret_cast<const char*>(reply.data()), reply.size()},
+                  deadline);
+    } else {
+        write_all(s.socket.get(), format_rc_pingpong(local), deadline);
+    }
+}
+
+/// A client's socket is readable: the handshake's bytes, "done", or the end of the connection.
+void Server::on_socket(ClientSession& s) {
+    char chunk[256];
+    const ssize_t n = ::read(s.socket.get(), chunk, sizeof chunk);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            return;
+        }
+        if (errno != ECONNRESET) {
+            throw std::system_error(errno, std::generic_category(), "read");
+        }
+    }
+    const std::size_t wire_size =
+        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kRcPingpongMessageSize;
+    if (n <= 0) {  // EOF or reset
+        if (s.state == ClientSession::State::handshake) {
+            finish(s.id,
+                   "rejected: peer closed after " + std::to_string(s.inbox.size()) + " of " +
+                       std::to_string(wire_size) + " handshake bytes ('" + printable(s.inbox) +
+                       "')",
+                   &ServerTotals::rejected);
+            return;
+        }
+        if (s.state == ClientSession::State::await_done) {
+            finish(s.id, "rejected: peer closed before sending \"done\"", &ServerTotals::rejected);
+            return;
+        }
+        // ibv_rc_pingpong (and step05's class) close the TCP connection after the
+        // handshake: from here on only the QP tells whether the client is alive.
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.socket.get(), nullptr);
+        s.socket.reset();
+        return;
+    }
+    s.inbox.insert(s.inbox.end(), chunk, chunk + n);
+    if (!s.format && s.inbox.size() >= 4) {
+        s.format = detect_handshake(std::span<const char, 4>(s.inbox.data(), 4));
+    }
+    const std::uint64_t id = s.id;
+    take_handshake(s);
+    if (sessions_.count(id) != 0) {
+        take_done(s);
+    }
+    if (sessions_.count(id) != 0 && s.state == ClientSession::State::running && !s.inbox.empty()) {
+        finish(s.id, "failed: unexpected bytes after the handshake ('" + printable(s.inbox) + "')",
+               &ServerTotals::failed);
+    }
+}
+
+/// Once the whole handshake message is in: parse it, start the client's RDMA, answer.
+void Server::take_handshake(ClientSession& s) {
+    const std::size_t size =
+        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kRcPingpongMessageSize;
+    if (s.state != ClientSession::State::handshake || !s.format || s.inbox.size() < size) {
+        return;
+    }
+    const auto end = s.inbox.begin() + static_cast<std::ptrdiff_t>(size);
+    const std::vector<char> message(s.inbox.begin(), end);
+    s.inbox.erase(s.inbox.begin(), end);
+    PeerInfo remote;
+    try {
+        remote = s.format == HandshakeFormat::v3
+                     ? decode_handshake_v3(std::as_bytes(std::span(message)))
+                     : parse_rc_pingpong(message);
+    } catch (const TutorialError& e) {
+        finish(s.id, std::string("rejected: ") + e.what(), &ServerTotals::rejected);
+        return;
+    }
+    try {
+        if (std::string mismatch = start_rdma(s, remote); !mismatch.empty()) {
+            finish(s.id, "rejected: " + mismatch, &ServerTotals::rejected);
+            return;
+        }
+    } catch (const std::exception& e) {
+        finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        return;
+    }
+    ++totals_.connected;
+    s.state = ClientSession::State::await_done;
+    s.last_progress = Clock::now();
+}
+
+/// After the handshake, the client sends "done" (and a NUL): ibv_rc_pingpong's last word.
+void Server::take_done(ClientSession& s) {
+    if (s.state != ClientSession::State::await_done || s.inbox.size() < kRcPingpongDone.size()) {
+        return;
+    }
+    if (!std::equal(kRcPingpongDone.begin(), kRcPingpongDone.end(), s.inbox.begin())) {
+        finish(s.id,
+               "rejected: expected \"done\" after the handshake, got '" +
+                   printable(std::span<const char>(s.inbox).first(kRcPingpongDone.size())) + "'",
+               &ServerTotals::rejected);
+        return;
+    }
+    s.inbox.erase(s.inbox.begin(), s.inbox.begin() + kRcPingpongDone.size());
+    s.state = ClientSession::State::running;
+}
+
+void Server::progress(ClientSession& s, std::span<const ibv_wc> completions) {
+    try {
+        for (const ibv_wc& wc : completions) {
+            s.pingpong->on_completion(wc);
+            s.pingpong->maybe_send();
+            s.last_progress = Clock::now();
+        }
+    } catch (const WorkCompletionError& e) {
+        finish(s.id, std::string("failed: ") + e.what() + "; " + e.hint(), &ServerTotals::failed);
+        return;
+    } catch (const std::exception& e) {  // a payload check, or a post on a broken QP
+        finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        return;
+    }
+    if (s.pingpong->complete()) {
+        finish(s.id, "complete", &ServerTotals::complete);
+    }
+}
+
+//! [server_spin]
+/// One pass of the server's spin: polls every connected client's CQ once and
+/// handles what it finds. The protocol left each CQ armed, so the first
+/// completion this takes raises one event, which also disarms the CQ: the
+/// completions after it raise none while the spin goes on (see wait_for_work).
+/// That event's drain, when the spin ends, may find the CQ empty: legal, and
+/// counted as an empty drain.
+std::uint64_t Server::spin_poll(std::size_t& connected) {
+    std::array<ibv_wc, 16> batch{};
+    std::uint64_t found = 0;
+    connected = 0;
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        ClientSession& s = (it++)->second;  // progress() may end this session, never another
+        if (!s.pingpong) {
+            continue;
+        }
+        ++connected;
+        int n = 0;
+        try {
+            n = s.endpoint->poll(batch);
+        } catch (const std::exception& e) {  // a failed completion
+            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+            continue;
+        }
+        if (n > 0) {
+            found += static_cast<std::uint64_t>(n);
+            s.endpoint->events().on_spin_poll(static_cast<std::uint64_t>(n));
+            progress(s, std::span<const ibv_wc>(batch.data(), static_cast<std::size_t>(n)));
+        }
+    }
+    return found;
+}
+
+/// epoll_wait, with --spin-us spinning first while any client is connected (as
+/// busy-poll sockets do): work found restarts the window; only N us with
+/// nothing found lets the thread sleep. Every 20 us the spin asks epoll_wait
+/// (timeout 0) whether anything is ready, and returns for the listening
+/// socket, the signalfd or a handshake socket. A ready completion channel does
+/// not end the spin: its one event was raised by a completion that the spin
+/// takes anyway, and it disarmed the CQ, so the spin runs on without events,
+/// like rsocket's lazy arming. The sleeping epoll_wait then returns that event
+/// at once, and its service re-arms and drains as the protocol says. A spin
+/// never outlasts one safety period, so that the housekeeping runs.
+/// timed_out: the sleeping epoll_wait returned with nothing ready.
+int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
+    timed_out = false;
+    const int capacity = static_cast<int>(ready.size());
+    if (o_.spin_us > 0) {
+        const auto window = std::chrono::microseconds(o_.spin_us);
+        constexpr auto kEpollCheck = std::chrono::microseconds(20);
+        const auto start = Clock::now();
+        auto quiet_until = start + window;
+        auto next_check = start;
+        for (;;) {
+            std::size_t connected = 0;
+            const std::uint32_t ended_before = ended_;
+            if (spin_poll(connected) > 0) {
+                quiet_until = Clock::now() + window;
+            }
+            if (ended_ != ended_before) {
+                return 0;  // a client ended: the loop checks --exit-after
+            }
+            if (connected == 0) {
+                break;  // nobody to spin for
+            }
+            const auto now = Clock::now();
+            if (now >= next_check) {
+                next_check = now + kEpollCheck;
+                const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, 0);
+                const auto is_channel = [](const epoll_event& e) {
+                    return static_cast<Kind>(e.data.u64 & 3) == kChannel;
+                };
+                if (n < 0 ||
+                    !std::all_of(ready.begin(), ready.begin() + std::max(n, 0), is_channel)) {
+                    return n;  // an error, or a socket or signal to handle now
+                }
+            }
+            if (now >= quiet_until) {
+                break;  // quiet for N us: sleep (a pending event returns at once)
+            }
+            if (now - start >= std::chrono::milliseconds(o_.safety_ms)) {
+                return 0;
+            }
+        }
+    }
+    // Always a timeout: a lost completion event must not hang the server.
+    const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, o_.safety_ms);
+    timed_out = n == 0;
+    return n;
+}
+//! [server_spin]
+
+//! [finish]
+void Server::finish(std::uint64_t id, const std::string& outcome,
+                    std::uint32_t ServerTotals::*counter) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+        return;
+    }
+    ClientSession& s = it->second;
+    std::string line = "server: client " + std::to_string(id) + " (" + s.peer + "): " + outcome;
+    if (s.endpoint) {
+        RDMAEndpoint& ep = *s.endpoint;
+        // Leave the epoll set, then ack every event: ibv_destroy_cq waits for that.
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, ep.channel_fd(), nullptr);
+        take_queued_events(ep);
+        ack_all_before_destroy(ep, ep.events());
+        const CqEventTracker& ev = ep.events();
+        line += "; " + std::to_string(s.pingpong->received()) + " received, " +
+                std::to_string(s.pingpong->sent()) + " sent, " +
+                std::to_string(s.pingpong->verified()) + " verified; " + event_counts(ev);
+        totals_.events += ev.received();
+        totals_.acked += ev.acked();
+        totals_.empty_drains += ev.empty_drains();
+        totals_.safety_net_finds += ev.safety_net_finds();
+        totals_.late_events += ev.late_events();
+        totals_.lost_wakeups += ev.lost_wakeups();
+        totals_.completions += ev.completions();
+        totals_.spin_completions += ev.spin_completions();
+        totals_.messages += s.pingpong->received();
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    totals_.*counter += 1;
+    ++ended_;
+    sessions_.erase(it);  // PingPong, then the endpoint (QP, CQ, MR, PD, channel, context)
+}
+//! [finish]
+
+/// The timeouts, checked once per loop: a client that went silent, and a handshake that never
+/// came.
+void Server::end_silent_sessions() {
+    const auto now = Clock::now();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        const auto id = (it++)->first;
+        ClientSession& s = sessions_.at(id);
+        if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s) &&
+            s.format == HandshakeFormat::rc_pingpong && s.pingpong->received() > 0 &&
+            s.pingpong->received() == s.pingpong->sent()) {
+            // ibv_rc_pingpong's handshake cannot carry -n: a client started with a smaller
+            // -n took its last answer and ended, as if killed. Name the likelier cause.
+            finish(id,
+                   "failed: the client ended the session after " +
+                       std::to_string(s.pingpong->received()) +
+                       " messages; both sides must use the same -n (this server uses -n " +
+                       std::to_string(o_.iters) +
+                       "; ibv_rc_pingpong's handshake cannot carry -n to compare it)",
+                   &ServerTotals::failed);
+            continue;
+        }
+        if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s)) {
+            // A client killed while we wait for its next message leaves no trace
+            // but silence (with a reply in flight, IBV_WC_RETRY_EXC_ERR comes first).
+            finish(id,
+                   "failed: no message for " + std::to_string(o_.timeout_s) + " s after " +
+                       std::to_string(s.pingpong->received()) + " of " + std::to_string(o_.iters) +
+                       " (client killed or stalled); its resources are freed",
+                   &ServerTotals::failed);
+            continue;
+        }
+        if (s.state == ClientSession::State::handshake && now > s.handshake_deadline) {
+            finish(id,
+                   "rejected: no handshake within " + std::to_string(o_.timeout_s) + " s (" +
+                       std::to_string(s.inbox.size()) + " bytes received)",
+                   &ServerTotals::rejected);
+        }
+    }
+}
+
+/// Shutdown: no more accepts, then every client is ended and its events acked; the totals.
+void Server::shut_down() {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listen_.get(), nullptr);
+    listen_.reset();
+    while (!sessions_.empty()) {
+        auto& [id, s] = *sessions_.begin();
+        finish(id,
+               s.pingpong ? "aborted by shutdown after " + std::to_string(s.pingpong->received()) +
+                                " of " + std::to_string(o_.iters) + " messages"
+                          : std::string("aborted by shutdown during the handshake"),
+               &ServerTotals::aborted);
+    }
+    const CpuUsage cpu = cpu_usage();
+    std::printf("server: clients: %u connected, %u complete, %u failed, %u rejected, %u aborted\n",
+                totals_.connected, totals_.complete, totals_.failed, totals_.rejected,
+                totals_.aborted);
+    std::printf("server: messages received: %llu\n",
+                static_cast<unsigned long long>(totals_.messages));
+    std::printf(
+        "server: CQ events: received %llu, acked %llu, empty drains %llu, safety-net finds "
+        "%llu (late events %llu, lost wake-ups %llu)\n",
+        static_cast<unsigned long long>(totals_.events),
+        static_cast<unsigned long long>(totals_.acked),
+        static_cast<unsigned long long>(totals_.empty_drains),
+        static_cast<unsigned long long>(totals_.safety_net_finds),
+        static_cast<unsigned long long>(totals_.late_events),
+        static_cast<unsigned long long>(totals_.lost_wakeups));
+    if (o_.spin_us > 0) {
+        std::printf("server: spin: --spin-us %u took %llu of %llu completions before sleeping\n",
+                    o_.spin_us, static_cast<unsigned long long>(totals_.spin_completions),
+                    static_cast<unsigned long long>(totals_.completions));
+    }
+    std::printf(
+        "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
+        "involuntary\n",
+        cpu.user_s, cpu.system_s, cpu.voluntary, cpu.involuntary);
+    assert(totals_.events == totals_.acked);
+}
+
+}  // namespace tutorial

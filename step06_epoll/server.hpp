@@ -1,0 +1,106 @@
+// The server's pieces: a session per client, the totals, and the Server class. Its event loop,
+// the channel service and the safety net are in main.cpp (the lesson); the rest in server.cpp.
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "pingpong.hpp"
+#include "rdma_endpoint.hpp"
+#include "sockets.hpp"
+
+namespace tutorial {
+
+/// The client speaks step05's handshake v3, which carries -s and -n. The server also speaks
+/// ibv_rc_pingpong's (step05's format_rc_pingpong and parse_rc_pingpong), so that
+/// ibv_rc_pingpong itself can be one of its clients.
+inline constexpr std::size_t kWireSize = kRcPingpongMessageSize;
+
+//! [detect_handshake]
+/// Which handshake a client speaks, from its first 4 bytes: handshake v3's magic "RDMA"
+/// (0x52444d41, big-endian), or anything else, which must then be ibv_rc_pingpong's hex LID.
+[[nodiscard]] inline HandshakeFormat detect_handshake(std::span<const char, 4> first) {
+    std::uint32_t magic = 0;
+    for (const char c : first) {
+        magic = magic << 8 | static_cast<unsigned char>(c);
+    }
+    return magic == kHandshakeMagic ? HandshakeFormat::v3 : HandshakeFormat::rc_pingpong;
+}
+//! [detect_handshake]
+
+//! [session]
+/// One client of the server: its handshake socket, its endpoint (QP, CQ,
+/// completion channel) and its ping-pong.
+struct ClientSession {
+    enum class State { handshake, await_done, running };
+    std::uint64_t id = 0;
+    std::string peer;
+    FileDescriptor socket;
+    State state = State::handshake;
+    std::optional<HandshakeFormat> format;  // known from the first 4 bytes
+    std::vector<char> inbox;
+    Clock::time_point handshake_deadline;
+    Clock::time_point last_progress;
+    std::unique_ptr<RDMAEndpoint> endpoint;
+    std::unique_ptr<PingPong> pingpong;
+};
+//! [session]
+
+struct ServerTotals {
+    std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
+    std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
+    std::uint64_t late_events = 0, lost_wakeups = 0;
+    std::uint64_t completions = 0, spin_completions = 0;
+};
+
+class Server {
+  public:
+    explicit Server(const Options& options) : o_(options) {}
+    int run();
+
+  private:
+    enum Kind : std::uint64_t { kListen = 0, kSignal = 1, kSocket = 2, kChannel = 3 };
+    static std::uint64_t tag(std::uint64_t id, Kind kind) { return id << 2 | kind; }
+
+    // main.cpp: the event loop
+    void open_event_sources();
+    void dispatch(std::uint64_t data);
+    void on_channel(ClientSession& s);
+    void safety_net_sweep(bool timed_out);
+    // server.cpp: everything else
+    void watch(int fd, std::uint64_t data);
+    void accept_clients();
+    void on_signal();
+    void on_socket(ClientSession& s);
+    void take_handshake(ClientSession& s);
+    void take_done(ClientSession& s);
+    std::string start_rdma(ClientSession& s, PeerInfo remote);
+    void answer(ClientSession& s, Clock::time_point deadline);
+    void progress(ClientSession& s, std::span<const ibv_wc> completions);
+    int wait_for_work(std::span<epoll_event> ready, bool& timed_out);
+    std::uint64_t spin_poll(std::size_t& connected);
+    void end_silent_sessions();
+    void shut_down();
+    void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
+
+    const Options& o_;
+    FileDescriptor epoll_;
+    FileDescriptor listen_;
+    FileDescriptor signal_fd_;
+    std::map<std::uint64_t, ClientSession> sessions_;
+    std::uint64_t next_id_ = 1;
+    bool stopping_ = false;
+    std::uint32_t ended_ = 0;
+    ServerTotals totals_;
+};
+
+}  // namespace tutorial

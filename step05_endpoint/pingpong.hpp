@@ -116,12 +116,15 @@ class PingPong {
         return result;
     }
 
+    //! [pingpong_loop]
+
     // Client and server messages of the same iteration carry different patterns.
     [[nodiscard]] static std::uint64_t pattern_id(long long iteration, bool from_client) {
         return static_cast<std::uint64_t>(iteration) * 2 + (from_client ? 0 : 1);
     }
 
   private:
+    //! [poll_batch]
     void loop() {
         if (plan_.client) {
             send_next();
@@ -155,6 +158,8 @@ class PingPong {
             }
         }
     }
+
+    //! [poll_batch]
 
     void handle(const ibv_wc& wc) {
         if (wc.wr_id != kReceiveWrId) {
@@ -275,6 +280,5 @@ class PingPong {
     std::span<std::byte> message_;
     std::array<ibv_wc, 16> completions_{};
 };
-//! [pingpong_loop]
 
 }  // namespace tutorial

@@ -1,70 +1,68 @@
-// Fuzz target: what step06's server reads from a client: ibv_rc_pingpong's message as step06's
-// copy of RDMAEndpoint parses it (parse_rc_pingpong), sockets.hpp's printable() that quotes the
+// Fuzz target: what step06's server reads from a client: ibv_rc_pingpong's message as step04's
+// parse_wire_message (carried in wire_format.hpp) parses it, printable_bytes() that quotes the
 // bytes in the log, and the --check payload test (pingpong.hpp's payload_ok).
-// fuzz-sources: step06_epoll/rdma_endpoint.cpp
+// fuzz-sources: step06_epoll/rdma_endpoint.cpp step06_epoll/endpoint_events.cpp
 #include "../step06_epoll/pingpong.hpp"
-#include "../step06_epoll/sockets.hpp"
+#include "../step06_epoll/wire_format.hpp"
 
 #include "endpoint_properties.hpp"
 
-namespace fuzz {
+#include <cctype>
 
-// parse_rc_pingpong over arbitrary bytes; format(parse(x)) == x (hex case aside), and
-// parse(format(x)) == x for the fields on this wire (LID, QPN, PSN, GID).
-inline void check_rc_pingpong(const std::uint8_t* data, std::size_t size) {
+namespace {
+
+// parse_wire_message over arbitrary bytes: what it accepts formats back to itself (hex case
+// aside), and what the server answers parses back to itself (LID, QPN, PSN, GID).
+void check_wire_message(const std::uint8_t* data, std::size_t size) {
     using namespace tutorial;
-    const std::span<const char> message(reinterpret_cast<const char*>(data), size);
-    try {
-        const PeerInfo info = parse_rc_pingpong(message);
-        if (size != kRcPingpongMessageSize || info.qpn < 2 || info.qpn > 0xffffff ||
-            info.psn > 0xffffff) {
-            property_failed("parse_rc_pingpong accepted a wrong size or a QPN/PSN out of range");
+    const std::span<const char> bytes(reinterpret_cast<const char*>(data), size);
+    std::string error;
+    if (const std::optional<QpEndpointInfo> info = parse_wire_message(bytes, error)) {
+        if (size != kWireMessageSize || info->qpn < 2 || info->qpn > 0xffffff ||
+            info->psn > 0xffffff) {
+            fuzz::property_failed(
+                "parse_wire_message accepted a wrong size or a QPN/PSN out of range");
         }
-        const auto again = format_rc_pingpong(info);
+        const WireMessage again = format_wire_message(*info);
         for (std::size_t i = 0; i < size; ++i) {
-            if (again[i] != std::tolower(static_cast<unsigned char>(message[i]))) {
-                property_failed("format(parse(x)) != x");
+            if (again[i] != std::tolower(static_cast<unsigned char>(bytes[i]))) {
+                fuzz::property_failed("format(parse(x)) != x");
             }
         }
-    } catch (const TutorialError& e) {
-        expect_peer_error(e);
+    } else if (error.empty()) {
+        fuzz::property_failed("rejected without saying why");
     }
-
     if (size >= 24) {
-        PeerInfo local;
-        local.lid = static_cast<std::uint16_t>(load_be(data, 2));
-        local.qpn = std::max<std::uint32_t>(static_cast<std::uint32_t>(load_be(data + 2, 3)), 2);
-        local.psn = static_cast<std::uint32_t>(load_be(data + 5, 3));
-        std::memcpy(local.gid.raw, data + 8, 16);
-        PeerInfo back;
-        try {
-            back = parse_rc_pingpong(format_rc_pingpong(local));
-        } catch (const TutorialError& e) {
-            std::fprintf(stderr, "parse(format(x)) threw: %s\n", e.what());
-            property_failed("parse(format(x)) rejected a valid info");
-        }
-        if (back.lid != local.lid || back.qpn != local.qpn || back.psn != local.psn ||
-            std::memcmp(back.gid.raw, local.gid.raw, 16) != 0) {
-            property_failed("parse(format(x)) != x");
+        QpEndpointInfo local;
+        local.lid = static_cast<std::uint16_t>(fuzz::load_be(data, 2));
+        local.qpn =
+            std::max<std::uint32_t>(static_cast<std::uint32_t>(fuzz::load_be(data + 2, 3)), 2);
+        local.psn = static_cast<std::uint32_t>(fuzz::load_be(data + 5, 3));
+        std::memcpy(local.gid.data(), data + 8, local.gid.size());
+        const WireMessage message = format_wire_message(local);
+        const auto back = parse_wire_message(message, error);
+        if (!back || back->lid != local.lid || back->qpn != local.qpn || back->psn != local.psn ||
+            back->gid != local.gid) {
+            fuzz::property_failed("parse(format(x)) != x");
         }
     }
 }
 
-}  // namespace fuzz
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace tutorial;
-    fuzz::check_rc_pingpong(data, size);
+    check_wire_message(data, size);
 
     const std::span<const char> bytes(reinterpret_cast<const char*>(data), size);
-    const std::string quoted = printable(bytes);
+    const std::string quoted = printable_bytes(bytes);
     for (const char c : quoted) {
         if (c < 0x20 || c >= 0x7f) {
-            fuzz::property_failed("printable let a control byte through");
+            fuzz::property_failed("printable_bytes let a control byte through");
         }
     }
-    if (quoted.size() > 60 * 4 + 3) {
-        fuzz::property_failed("printable is not bounded");
+    if (quoted.size() > 64 * 4 + 5) {
+        fuzz::property_failed("printable_bytes is not bounded");
     }
 
     // The first 5 bytes choose the iteration and the side, the rest is the received message.

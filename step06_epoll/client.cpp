@@ -48,7 +48,7 @@ class CompletionWaiter {
     /// when that comes first). Throws on timeout or interruption.
     template <typename Handle>
     void wait(Handle&& handle, std::optional<Clock::time_point> wake_at = std::nullopt) {
-        const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+        const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
         switch (o_.mode) {
             case WaitMode::busy:
                 wait_busy(handle, deadline, wake_at);
@@ -252,7 +252,7 @@ void print_figures(const Options& o, const ClientRun& run) {
                 static_cast<double>(bytes) * 8.0 / seconds / 1e6);
     std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
                 seconds * 1e6 / o.iters);
-    print_latency_table(o.size, run.one_way_us.size(), compute_stats(run.one_way_us));
+    print_latency_table(o.size, run.one_way_us.size(), compute_latency_stats(run.one_way_us));
 }
 
 /// The events the client's CQ raised, and the CPU time the run took.
@@ -280,7 +280,7 @@ void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pi
 }  // namespace
 
 int run_client(const Options& o) {
-    File latency_file;
+    OutputFile latency_file;
     if (!o.latency_file.empty()) {
         latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     }
@@ -310,7 +310,7 @@ int run_client(const Options& o) {
     print_figures(o, run);
     if (latency_file) {
         write_latency_file(std::move(latency_file),
-                           format_latency_file(mode_label(o), o.size, run.one_way_us));
+                           latency_file_text(mode_label(o), o.size, run.one_way_us));
     }
     print_events_and_cpu(o, ep, pingpong, run);
     return kExitOk;

@@ -31,7 +31,7 @@ namespace tutorial {
 /// one of three ways (client.cpp).
 int run(const Options& options) {
     if (options.help) {
-        std::fputs(kUsage, stdout);
+        std::fputs(usage_text().c_str(), stdout);
         return kExitOk;
     }
     if (options.host.empty()) {
@@ -75,8 +75,8 @@ int Server::run() {
 /// One epoll set for everything: the signalfd and the listening socket now; each client's
 /// socket when it connects, and its completion channel once its QP exists.
 void Server::open_event_sources() {
-    epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
-    if (!epoll_) {
+    epoll_ = Socket(::epoll_create1(EPOLL_CLOEXEC));
+    if (epoll_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
     // SIGINT and SIGTERM arrive as readable data on a signalfd, in the same epoll set.
@@ -91,12 +91,12 @@ void Server::open_event_sources() {
     if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
         throw std::system_error(errno, std::generic_category(), "sigprocmask");
     }
-    signal_fd_ = FileDescriptor(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
-    if (!signal_fd_) {
+    signal_fd_ = Socket(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+    if (signal_fd_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "signalfd");
     }
     watch(signal_fd_.get(), tag(0, kSignal));
-    listen_ = listen_on(o_);
+    listen_ = listen_for_clients(o_);
     watch(listen_.get(), tag(0, kListen));
     const std::string spin = o_.spin_us == 0
                                  ? std::string()
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
         options = parse_options(argc, argv);
         return run(*options);
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "%s: %s\n%s", kProgram, e.what(), kUsage);
+        std::fprintf(stderr, "%s: %s\n%s", kProgram, e.what(), usage_text().c_str());
         return kExitUsage;
     } catch (const TutorialError& e) {
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());

@@ -25,7 +25,7 @@ struct LatencyStats {
 
 /// One-way latencies (half round trips) in microseconds, as ib_send_lat
 /// reports them: typical is the median; percentiles by nearest rank.
-inline LatencyStats compute_stats(std::vector<double> samples) {
+inline LatencyStats compute_latency_stats(std::vector<double> samples) {
     LatencyStats s;
     if (samples.empty()) {
         return s;
@@ -81,8 +81,8 @@ inline std::string mode_label(const Options& o) {
 /// The text of a --latency-file, the format steps 04 to 06 share: '# ' comment
 /// lines, then one measured iteration per line, one-way microseconds with 3
 /// decimals (the samples the latency table summarises, in the order measured).
-inline std::string format_latency_file(const std::string& mode, std::size_t size,
-                                       std::span<const double> one_way_us) {
+inline std::string latency_file_text(const std::string& mode, std::size_t size,
+                                     std::span<const double> one_way_us) {
     std::string text = "# label: step06 " + mode + "\n# program: " + kProgram +
                        "\n# size: " + std::to_string(size) +
                        "\n# iterations: " + std::to_string(one_way_us.size()) +
@@ -98,19 +98,19 @@ inline std::string format_latency_file(const std::string& mode, std::size_t size
 struct FileCloser {
     void operator()(std::FILE* file) const noexcept { std::fclose(file); }
 };
-using File = std::unique_ptr<std::FILE, FileCloser>;
+using OutputFile = std::unique_ptr<std::FILE, FileCloser>;
 
 /// Opens --latency-file for writing; a path that cannot be opened is a usage
 /// error, found before any RDMA resource exists.
-inline File open_latency_file(const std::string& path) {
-    File file(std::fopen(path.c_str(), "w"));
+inline OutputFile open_latency_file(const std::string& path) {
+    OutputFile file(std::fopen(path.c_str(), "w"));
     if (!file) {
         throw UsageError("cannot open --latency-file '" + path + "': " + std::strerror(errno));
     }
     return file;
 }
 
-inline void write_latency_file(File file, const std::string& text) {
+inline void write_latency_file(OutputFile file, const std::string& text) {
     const bool written = std::fwrite(text.data(), 1, text.size(), file.get()) == text.size();
     if (!written || std::fclose(file.release()) != 0) {
         throw std::system_error(errno, std::generic_category(), "writing --latency-file");

@@ -2,6 +2,8 @@
 // server's (--exit-after, --ack-batch, --safety-ms) and the client's ways to wait.
 #pragma once
 
+#include "errors.hpp"
+
 #include <getopt.h>
 #include <infiniband/verbs.h>
 
@@ -17,27 +19,22 @@ namespace tutorial {
 
 constexpr const char* kProgram = "step06_epoll";
 
-class UsageError : public std::runtime_error {
-  public:
-    using std::runtime_error::runtime_error;
-};
-
 enum class WaitMode { busy, event, spin };
 
 struct Options {
-    std::string device;
+    std::string device_name;  // empty: the first device
     int ib_port = 1;
     int gid_index = -1;
     std::size_t size = 4096;
     std::uint32_t iters = 1000;
     int mtu = 1024;
-    std::uint32_t rx_depth = 500;
-    std::uint32_t tx_depth = 16;
+    int rx_depth = 500;
+    int tx_depth = 16;
     std::uint32_t cq_depth = 0;  // 0: rx-depth + tx-depth
-    std::uint16_t tcp_port = 18515;
+    int tcp_port = 18515;
     bool verbose = false;
     bool help = false;
-    int timeout_s = 10;
+    int timeout_seconds = 10;
     bool check = false;
     std::string host;  // empty: server
     std::string bind_address;
@@ -52,8 +49,8 @@ struct Options {
     std::string latency_file;  // empty: none
 };
 
-constexpr const char* kUsage =
-    R"(usage: step06_epoll [options]            start a server (many clients, one thread)
+[[nodiscard]] inline std::string usage_text() {
+    return R"(usage: step06_epoll [options]            start a server (many clients, one thread)
        step06_epoll [options] HOST       start a client and ping-pong with HOST
 
   -d, --ib-dev=DEV       use RDMA device DEV (default: the first one)
@@ -85,6 +82,7 @@ constexpr const char* kUsage =
   -v, --verbose          print more
   -h, --help             print this help
 )";
+}
 
 template <typename T>
 [[nodiscard]] T parse_number(std::string_view text, const char* option, T min, T max) {
@@ -142,7 +140,7 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
 inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
     switch (c) {
         case 'd':
-            o.device = arg;
+            o.device_name = arg;
             break;
         case 'i':
             o.ib_port = parse_number<int>(arg, "--ib-port", 1, 255);
@@ -164,16 +162,16 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
             }
             break;
         case 'r':
-            o.rx_depth = parse_number<std::uint32_t>(arg, "--rx-depth", 1, 1 << 20);
+            o.rx_depth = parse_number<int>(arg, "--rx-depth", 1, 1 << 20);
             break;
         case 't':
-            o.tx_depth = parse_number<std::uint32_t>(arg, "--tx-depth", 1, 1 << 20);
+            o.tx_depth = parse_number<int>(arg, "--tx-depth", 1, 1 << 20);
             break;
         case 'c':
             o.cq_depth = parse_number<std::uint32_t>(arg, "--cq-depth", 4, 1 << 22);
             break;
         case 'p':
-            o.tcp_port = parse_number<std::uint16_t>(arg, "--port", 1, 65535);
+            o.tcp_port = parse_number<int>(arg, "--port", 1, 65535);
             break;
         default:
             return false;
@@ -182,14 +180,13 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
 }
 
 /// step06's other options: --bind, --timeout, --check, the server's and the client's.
-inline void apply_step06_option(Options& o, int c, std::string_view arg, bool& events,
-                                char** argv) {
+inline void apply_option(Options& o, int c, std::string_view arg, bool& events, char** argv) {
     switch (c) {
         case kBind:
             o.bind_address = arg;
             break;
         case kTimeout:
-            o.timeout_s = parse_number<int>(arg, "--timeout", 1, 3600);
+            o.timeout_seconds = parse_number<int>(arg, "--timeout", 1, 3600);
             break;
         case kCheck:
             o.check = true;
@@ -260,7 +257,7 @@ inline Options parse_options(int argc, char** argv) {
         }
         const std::string_view arg = optarg ? optarg : "";
         if (!apply_pingpong_option(o, c, arg)) {
-            apply_step06_option(o, c, arg, events, argv);
+            apply_option(o, c, arg, events, argv);
         }
     }
     if (optind < argc) {

@@ -24,17 +24,17 @@ using Clock = std::chrono::steady_clock;
 
 inline EndpointConfig endpoint_config(const Options& o, bool channel) {
     EndpointConfig c;
-    c.device_name = o.device;
+    c.device_name = o.device_name;
     c.port = static_cast<std::uint8_t>(o.ib_port);
     c.gid_index = o.gid_index;
     c.buffer_size = 2 * o.size;  // [receive slot | send slot]
-    c.tx_depth = o.tx_depth;
-    c.rx_depth = o.rx_depth;
+    c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
+    c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
     c.mtu = to_ibv_mtu(o.mtu);
     c.handshake = HandshakeFormat::v3;  // the client's; the server detects each client's
     c.message_size = static_cast<std::uint32_t>(o.size);  // v3 carries -s and -n: a mismatch is
     c.iterations = o.iters;                               // an error at connect time
-    c.timeout = std::chrono::seconds(o.timeout_s);
+    c.timeout = std::chrono::seconds(o.timeout_seconds);
     c.cq_depth = o.cq_depth;
     c.completion_channel = channel;
     c.ack_batch = o.ack_batch;
@@ -43,7 +43,7 @@ inline EndpointConfig endpoint_config(const Options& o, bool channel) {
 
 inline void print_address(const char* which, const PeerInfo& info) {
     std::printf("  %s address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", which, info.lid,
-                info.qpn, info.psn, gid_to_string(info.gid).c_str());
+                info.qpn, info.psn, format_gid(info.gid).c_str());
 }
 
 // ------------------------------------------------------------ payload check
@@ -88,10 +88,10 @@ class PingPong {
         : ep_(endpoint),
           size_(options.size),
           iters_(options.iters),
-          rx_depth_(options.rx_depth),
-          tx_depth_(options.tx_depth),
-          signal_every_(std::max(1U, options.tx_depth / 2)),
-          refill_batch_(std::max(1U, std::min(16U, options.rx_depth / 2))),
+          rx_depth_(static_cast<std::uint32_t>(options.rx_depth)),
+          tx_depth_(static_cast<std::uint32_t>(options.tx_depth)),
+          signal_every_(std::max(1U, tx_depth_ / 2)),
+          refill_batch_(std::max(1U, std::min(16U, rx_depth_ / 2))),
           check_(options.check),
           side_(side) {}
 

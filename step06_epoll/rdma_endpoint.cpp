@@ -2,50 +2,39 @@
 // events.
 #include "rdma_endpoint.hpp"
 
+#include "connect.hpp"
+#include "device.hpp"
+#include "enum_text.hpp"
+#include "gid.hpp"
+#include "qp_masks.hpp"
+#include "qp_transitions.hpp"
+#include "resources.hpp"
+#include "tcp.hpp"
+#include "wc_status.hpp"
+#include "wire_format.hpp"
+
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <random>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 namespace tutorial {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string hex32(std::uint64_t value, int width) {
     char text[24];
     std::snprintf(text, sizeof text, "0x%0*llx", width, static_cast<unsigned long long>(value));
     return text;
-}
-
-// Printable form of bytes received from a peer, for error messages.
-std::string printable(std::span<const char> bytes, std::size_t limit = 64) {
-    std::string out;
-    for (std::size_t i = 0; i < bytes.size() && i < limit; ++i) {
-        const auto c = static_cast<unsigned char>(bytes[i]);
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-            out += static_cast<char>(c);
-        } else {
-            char esc[8];
-            std::snprintf(esc, sizeof esc, "\\x%02x", c);
-            out += esc;
-        }
-    }
-    if (bytes.size() > limit)
-        out += "...";
-    return out;
 }
 
 [[noreturn]] void protocol_error(const std::string& message, std::string hint = {}) {
@@ -68,32 +57,7 @@ std::uint64_t get_be(const std::byte* at, int bytes) {
     return value;
 }
 
-// ------------------------------------------------------------------ TCP with deadlines
-
-// An owned socket descriptor.
-class Socket {
-  public:
-    explicit Socket(int fd = -1) noexcept : fd_(fd) {}
-    Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-    Socket& operator=(Socket&& other) noexcept {
-        std::swap(fd_, other.fd_);
-        return *this;
-    }
-    ~Socket() {
-        if (fd_ >= 0)
-            ::close(fd_);
-    }
-    [[nodiscard]] int get() const noexcept { return fd_; }
-
-  private:
-    int fd_;
-};
-
-int remaining_ms(Clock::time_point deadline) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    return left.count() < 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
-}
+// ------------------------------------------------------------------ TCP
 
 std::string seconds_text(std::chrono::milliseconds timeout) {
     char text[32];
@@ -101,205 +65,28 @@ std::string seconds_text(std::chrono::milliseconds timeout) {
     return text;
 }
 
-// The stop flag of the endpoint whose socket is being waited on (one thread at a time).
-thread_local const volatile std::sig_atomic_t* t_stop_flag = nullptr;
+// tcp.hpp's functions count in whole seconds: a shorter timeout becomes 1 s.
+std::chrono::seconds whole_seconds(std::chrono::milliseconds timeout) {
+    return std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(timeout));
+}
 
+// The endpoint's stop flag (a SIGINT handler sets it), seen where completions are polled.
 void check_stop(const volatile std::sig_atomic_t* flag) {
-    if (flag != nullptr && *flag != 0)
-        throw TutorialError(kExitInterrupted, "interrupted");
-}
-
-// Waits until fd is ready for events; false on timeout. Wakes up every 100 ms for the stop flag.
-bool wait_ready(int fd, short events, Clock::time_point deadline) {
-    for (;;) {
-        check_stop(t_stop_flag);
-        pollfd p{fd, events, 0};
-        const int rc = ::poll(&p, 1, std::min(remaining_ms(deadline), 100));
-        if (rc > 0)
-            return true;
-        if (rc == 0 && Clock::now() >= deadline)
-            return false;
-        if (rc < 0 && errno != EINTR)
-            throw std::system_error(errno, std::generic_category(), "poll");
+    if (flag != nullptr && *flag != 0) {
+        throw TutorialError(kExitInterrupted, std::string("interrupted by ") +
+                                                  (*flag == SIGTERM ? "SIGTERM" : "SIGINT"));
     }
 }
 
-void read_exact(int fd, std::span<char> out, Clock::time_point deadline,
-                std::chrono::milliseconds timeout, const char* what) {
-    std::size_t got = 0;
-    while (got < out.size()) {
-        if (!wait_ready(fd, POLLIN, deadline)) {
-            throw TutorialError(kExitTimeout, "the peer sent " + std::to_string(got) + " of " +
-                                                  std::to_string(out.size()) + " bytes of " + what +
-                                                  ", then nothing for " + seconds_text(timeout));
-        }
-        const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-        if (n > 0) {
-            got += static_cast<std::size_t>(n);
-        } else if (n == 0) {
-            protocol_error("the peer closed the connection after " + std::to_string(got) + " of " +
-                           std::to_string(out.size()) + " bytes of " + what +
-                           (got ? " (received \"" + printable(out.first(got)) + "\")" : ""));
-        } else if (errno != EINTR && errno != EAGAIN) {
-            if (errno == ECONNRESET)
-                protocol_error(std::string("the peer reset the connection during ") + what);
-            throw std::system_error(errno, std::generic_category(), "read");
-        }
+// receive_all, for a message that must arrive whole: a peer that closes early is a peer error.
+void receive_exactly(const Socket& peer, std::span<char> bytes, std::chrono::seconds timeout,
+                     const char* what) {
+    const std::size_t got = receive_all(peer, bytes, timeout, what);
+    if (got < bytes.size()) {
+        protocol_error("the peer closed the connection after " + std::to_string(got) + " of " +
+                       std::to_string(bytes.size()) + " bytes of " + what +
+                       (got != 0 ? " (received " + printable_bytes(bytes.first(got)) + ")" : ""));
     }
-}
-
-void write_all(int fd, std::span<const char> data, Clock::time_point deadline,
-               std::chrono::milliseconds timeout, const char* what) {
-    std::size_t sent = 0;
-    while (sent < data.size()) {
-        if (!wait_ready(fd, POLLOUT, deadline)) {
-            throw TutorialError(kExitTimeout, std::string("sending ") + what + " timed out after " +
-                                                  seconds_text(timeout));
-        }
-        const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-        if (n >= 0) {
-            sent += static_cast<std::size_t>(n);
-        } else if (errno == EPIPE || errno == ECONNRESET) {
-            protocol_error(std::string("the peer closed the connection before ") + what +
-                           " was sent");
-        } else if (errno != EINTR && errno != EAGAIN) {
-            throw std::system_error(errno, std::generic_category(), "send");
-        }
-    }
-}
-
-struct AddrInfoDeleter {
-    void operator()(addrinfo* list) const noexcept { ::freeaddrinfo(list); }
-};
-using AddrInfo = std::unique_ptr<addrinfo, AddrInfoDeleter>;
-
-AddrInfo resolve(const std::string& host, std::uint16_t port, bool passive) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    addrinfo* list = nullptr;
-    const std::string service = std::to_string(port);
-    const int rc =
-        ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &list);
-    if (rc != 0) {
-        protocol_error("cannot resolve '" + host + "': " + ::gai_strerror(rc));
-    }
-    return AddrInfo(list);
-}
-
-// Connects, retrying a refused connection until the deadline (the server may still be starting).
-Socket connect_tcp(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    const std::string where = host + ":" + std::to_string(port);
-    int last_error = 0;
-    for (;;) {
-        AddrInfo list = resolve(host, port, false);
-        for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
-            Socket sock(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                                 ai->ai_protocol));
-            if (sock.get() < 0)
-                throw std::system_error(errno, std::generic_category(), "socket");
-            int rc = ::connect(sock.get(), ai->ai_addr, ai->ai_addrlen);
-            if (rc != 0 && errno != EINPROGRESS) {
-                last_error = errno;
-                continue;
-            }
-            if (rc != 0) {
-                if (!wait_ready(sock.get(), POLLOUT, deadline)) {
-                    throw TutorialError(
-                        kExitTimeout,
-                        "connecting to " + where + " timed out after " + seconds_text(timeout),
-                        "is the server running, and reachable on that address?");
-                }
-                socklen_t len = sizeof last_error;
-                ::getsockopt(sock.get(), SOL_SOCKET, SO_ERROR, &last_error, &len);
-                if (last_error != 0)
-                    continue;
-            }
-            const int one = 1;
-            ::setsockopt(sock.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            return sock;
-        }
-        if (last_error != ECONNREFUSED ||
-            Clock::now() + std::chrono::milliseconds(100) >= deadline) {
-            break;
-        }
-        check_stop(t_stop_flag);
-        ::usleep(100 * 1000);
-    }
-    throw TutorialError(
-        kExitPeer,
-        "cannot connect to " + where + ": " + std::strerror(last_error) +
-            (last_error == ECONNREFUSED ? " (for " + seconds_text(timeout) + ")" : ""),
-        "start the server first (the same program without a host), and check -p");
-}
-
-Socket accept_tcp(const std::string& bind_address, std::uint16_t port,
-                  std::chrono::milliseconds timeout) {
-    AddrInfo list = resolve(bind_address, port, true);
-    // Prefer IPv6 (dual stack) when binding to any address, so that 127.0.0.1 and ::1 both work.
-    addrinfo* chosen = list.get();
-    for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
-        if (ai->ai_family == AF_INET6 && bind_address.empty())
-            chosen = ai;
-    }
-    Socket listener(
-        ::socket(chosen->ai_family, chosen->ai_socktype | SOCK_CLOEXEC, chosen->ai_protocol));
-    if (listener.get() < 0)
-        throw std::system_error(errno, std::generic_category(), "socket");
-    const int one = 1, zero = 0;
-    ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (chosen->ai_family == AF_INET6) {
-        ::setsockopt(listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    }
-    if (::bind(listener.get(), chosen->ai_addr, chosen->ai_addrlen) != 0) {
-        const int err = errno;
-        if (err == EADDRINUSE) {
-            throw TutorialError(
-                kExitPeer,
-                "cannot listen on port " + std::to_string(port) + ": " + std::strerror(err),
-                "another server is using it: stop it or choose another port with -p");
-        }
-        throw std::system_error(err, std::generic_category(), "bind");
-    }
-    if (::listen(listener.get(), 1) != 0)
-        throw std::system_error(errno, std::generic_category(), "listen");
-    const auto deadline = Clock::now() + timeout;
-    if (!wait_ready(listener.get(), POLLIN, deadline)) {
-        throw TutorialError(kExitTimeout,
-                            "no client connected to port " + std::to_string(port) + " within " +
-                                seconds_text(timeout),
-                            "start the client within the timeout, or raise --timeout");
-    }
-    Socket conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (conn.get() < 0)
-        throw std::system_error(errno, std::generic_category(), "accept");
-    ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return conn;
-}
-
-bool is_zero(const ibv_gid& gid) {
-    return std::all_of(std::begin(gid.raw), std::end(gid.raw),
-                       [](std::uint8_t b) { return b == 0; });
-}
-
-bool is_ipv4_mapped(const ibv_gid& gid) {
-    for (int i = 0; i < 10; ++i) {
-        if (gid.raw[i] != 0)
-            return false;
-    }
-    return gid.raw[10] == 0xff && gid.raw[11] == 0xff;
-}
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 bool is_send_side(const ibv_wc& wc) {
@@ -311,37 +98,7 @@ bool is_send_side(const ibv_wc& wc) {
 // ====================================================================== errors
 
 const char* WorkCompletionError::status_name(ibv_wc_status status) noexcept {
-    switch (status) {
-#define TUTORIAL_WC_NAME(name) \
-    case name:                 \
-        return #name;
-        TUTORIAL_WC_NAME(IBV_WC_SUCCESS)
-        TUTORIAL_WC_NAME(IBV_WC_LOC_LEN_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_LOC_QP_OP_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_LOC_EEC_OP_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_LOC_PROT_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_WR_FLUSH_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_MW_BIND_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_BAD_RESP_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_LOC_ACCESS_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_REM_INV_REQ_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_REM_ACCESS_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_REM_OP_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_RETRY_EXC_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_RNR_RETRY_EXC_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_LOC_RDD_VIOL_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_REM_INV_RD_REQ_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_REM_ABORT_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_INV_EECN_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_INV_EEC_STATE_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_FATAL_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_RESP_TIMEOUT_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_GENERAL_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_TM_ERR)
-        TUTORIAL_WC_NAME(IBV_WC_TM_RNDV_INCOMPLETE)
-#undef TUTORIAL_WC_NAME
-    }
-    return "IBV_WC_(unknown)";
+    return wc_status_name(status);
 }
 
 const char* WorkCompletionError::likely_cause(ibv_wc_status status) noexcept {
@@ -388,40 +145,9 @@ WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
                     likely_cause(wc.status)),
       wc_(wc) {}
 
-// ====================================================================== GIDs
-
-std::optional<int> choose_gid_index(std::span<const GidEntry> table) noexcept {
-    std::optional<int> v2_mapped, v2, other;
-    for (const GidEntry& entry : table) {
-        if (is_zero(entry.gid))
-            continue;
-        if (entry.type == IBV_GID_TYPE_ROCE_V2) {
-            if (is_ipv4_mapped(entry.gid) && !v2_mapped)
-                v2_mapped = entry.index;
-            if (!v2)
-                v2 = entry.index;
-        } else if (!other) {
-            other = entry.index;
-        }
-    }
-    if (v2_mapped)
-        return v2_mapped;
-    if (v2)
-        return v2;
-    return other;
-}
-
-std::string gid_to_string(const ibv_gid& gid) {
-    char text[INET6_ADDRSTRLEN];
-    if (::inet_ntop(AF_INET6, gid.raw, text, sizeof text) == nullptr)
-        return "?";
-    return text;
-}
-
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
-    return lid == other.lid && qpn == other.qpn && psn == other.psn &&
-           std::memcmp(gid.raw, other.gid.raw, sizeof gid.raw) == 0 && mtu == other.mtu &&
-           addr == other.addr && rkey == other.rkey && length == other.length &&
+    return lid == other.lid && qpn == other.qpn && psn == other.psn && gid == other.gid &&
+           mtu == other.mtu && addr == other.addr && rkey == other.rkey && length == other.length &&
            message_size == other.message_size && iterations == other.iterations;
 }
 
@@ -434,7 +160,7 @@ HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept {
     put_be(&m[6], info.lid, 2);
     put_be(&m[8], info.qpn, 4);
     put_be(&m[12], info.psn, 4);
-    std::memcpy(&m[16], info.gid.raw, 16);
+    std::memcpy(&m[16], info.gid.data(), 16);
     m[32] = static_cast<std::byte>(info.mtu);
     put_be(&m[36], info.message_size, 4);
     put_be(&m[40], info.addr, 8);
@@ -455,8 +181,8 @@ PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
     const auto magic = static_cast<std::uint32_t>(get_be(&bytes[0], 4));
     if (magic != kHandshakeMagic) {
         protocol_error("handshake v3: bad magic " + hex32(magic, 8) +
-                           " (expected 0x52444d41 \"RDMA\"); received \"" +
-                           printable(as_chars().first(4)) + "\"",
+                           " (expected 0x52444d41 \"RDMA\"); received " +
+                           printable_bytes(as_chars().first(4)),
                        "the peer does not speak handshake v3; with ibv_rc_pingpong or step04, use "
                        "--rc-pingpong-compat");
     }
@@ -470,7 +196,7 @@ PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
     info.lid = static_cast<std::uint16_t>(get_be(&bytes[6], 2));
     info.qpn = static_cast<std::uint32_t>(get_be(&bytes[8], 4));
     info.psn = static_cast<std::uint32_t>(get_be(&bytes[12], 4));
-    std::memcpy(info.gid.raw, &bytes[16], 16);
+    std::memcpy(info.gid.data(), &bytes[16], 16);
     const auto mtu = std::to_integer<unsigned>(bytes[32]);
     info.addr = get_be(&bytes[40], 8);
     info.rkey = static_cast<std::uint32_t>(get_be(&bytes[48], 4));
@@ -526,84 +252,9 @@ std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs, 
 }
 //! [run-mismatch]
 
-// ====================================================================== rc_pingpong format
-
-//! [rc-pingpong-format]
-std::array<char, kRcPingpongMessageSize> format_rc_pingpong(const PeerInfo& info) {
-    std::array<char, kRcPingpongMessageSize> message{};
-    int at = std::snprintf(message.data(), message.size(), "%04x:%06x:%06x:", info.lid,
-                           info.qpn & 0xffffff, info.psn & 0xffffff);
-    // rc_pingpong's gid_to_wire_gid: four big-endian 32-bit words, i.e. the raw bytes in order.
-    for (std::uint8_t byte : info.gid.raw) {
-        at += std::snprintf(message.data() + at, message.size() - at, "%02x", byte);
-    }
-    return message;  // the 52nd byte stays NUL, as rc_pingpong sends sizeof msg
-}
-//! [rc-pingpong-format]
-
-PeerInfo parse_rc_pingpong(std::span<const char> message) {
-    const auto bad = [&](const std::string& what) {
-        protocol_error(
-            "rc_pingpong handshake: " + what + "; received \"" + printable(message) + "\"",
-            "is the peer ibv_rc_pingpong or a step04/step05 in --rc-pingpong-compat "
-            "mode, with the same -p?");
-    };
-    if (message.size() != kRcPingpongMessageSize) {
-        bad("expected " + std::to_string(kRcPingpongMessageSize) + " bytes, got " +
-            std::to_string(message.size()));
-    }
-    if (message[51] != '\0')
-        bad("byte 51 should be the terminating NUL");
-    const auto field = [&](std::size_t from, std::size_t digits, const char* name) {
-        std::uint64_t value = 0;
-        for (std::size_t i = from; i < from + digits; ++i) {
-            const int v = hex_value(message[i]);
-            if (v < 0)
-                bad(std::string("the ") + name + " has a non-hex character at byte " +
-                    std::to_string(i));
-            value = (value << 4) | static_cast<unsigned>(v);
-        }
-        return value;
-    };
-    for (std::size_t colon : {4, 11, 18}) {
-        if (message[colon] != ':')
-            bad("expected ':' at byte " + std::to_string(colon));
-    }
-    PeerInfo info;
-    info.lid = static_cast<std::uint16_t>(field(0, 4, "LID"));
-    info.qpn = static_cast<std::uint32_t>(field(5, 6, "QPN"));
-    info.psn = static_cast<std::uint32_t>(field(12, 6, "PSN"));
-    for (std::size_t i = 0; i < 16; ++i) {
-        info.gid.raw[i] = static_cast<std::uint8_t>(field(19 + 2 * i, 2, "GID"));
-    }
-    if (info.qpn < 2)
-        bad("QPN " + std::to_string(info.qpn) + " is reserved");
-    return info;
-}
-
 // ====================================================================== the endpoint
 
 namespace {
-
-std::vector<std::string> sysfs_device_names() {
-    std::vector<std::string> names;
-    if (DIR* dir = ::opendir("/sys/class/infiniband")) {
-        while (dirent* entry = ::readdir(dir)) {
-            if (entry->d_name[0] != '.')
-                names.emplace_back(entry->d_name);
-        }
-        ::closedir(dir);
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-std::string join(const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& name : names)
-        out += (out.empty() ? "" : ", ") + name;
-    return out;
-}
 
 [[noreturn]] void over_limit(const std::string& what, std::uint64_t value,
                              const std::string& device, const char* limit, std::uint64_t max) {
@@ -613,204 +264,204 @@ std::string join(const std::vector<std::string>& names) {
                         "ibv_devinfo -v shows the device's limits");
 }
 
-int mtu_bytes(ibv_mtu mtu) {
-    return 128 << static_cast<int>(mtu);
-}
-
 }  // namespace
 
 //! [constructor]
+// step04's run() up to INIT, without its printing: open_and_check, the GID choice, then
+// build_resources.
 RDMAEndpoint::RDMAEndpoint(const EndpointConfig& config)
     : config_(config), events_(config.ack_batch) {
     if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
         throw TutorialError(kExitUsage, "buffer size, tx depth and rx depth must be at least 1");
     }
-    int count = 0;
-    DeviceList devices(ibv_get_device_list(&count));
-    // ENOSYS: the kernel has no RDMA support loaded at all, which is "no device" too.
-    if (!devices && errno != ENOSYS)
-        throw std::system_error(errno, std::generic_category(), "ibv_get_device_list");
-    if (count == 0) {
-        const auto listed = sysfs_device_names();
-        if (!listed.empty()) {
-            throw TutorialError(
-                kExitNoProvider,
-                "/sys/class/infiniband lists " + join(listed) + " but libibverbs found no device",
-                "install the userspace provider: sudo apt-get install ibverbs-providers");
-        }
-        throw TutorialError(kExitNoDevice, "no RDMA device found",
-                            "get one of: a real RDMA NIC; Soft-RoCE on this host (sudo modprobe "
-                            "rdma_rxe && sudo rdma link add rxe0 type rxe netdev eth0); or the lab "
-                            "(lab/softroce run -- ./step05_endpoint)");
-    }
-    ibv_device* device = nullptr;
-    std::vector<std::string> found;
-    for (int i = 0; i < count; ++i) {
-        found.emplace_back(ibv_get_device_name(devices.get()[i]));
-        if (device == nullptr &&
-            (config.device_name.empty() || found.back() == config.device_name)) {
-            device = devices.get()[i];
-        }
-    }
-    if (device == nullptr) {
-        throw TutorialError(kExitNoSuchDevice, "no RDMA device named '" + config.device_name +
-                                                   "' (found: " + join(found) + ")");
-    }
-    device_name_ = ibv_get_device_name(device);
-
-    context_.reset(ibv_open_device(device));
-    if (!context_)
-        throw std::system_error(errno, std::generic_category(), "ibv_open_device");
-    ibv_device_attr device_attr{};
-    if (int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_device");
-    }
-    if (config.port < 1 || config.port > device_attr.phys_port_cnt) {
-        throw TutorialError(kExitNoSuchDevice, device_name_ + " has no port " +
-                                                   std::to_string(config.port) + " (ports: 1.." +
-                                                   std::to_string(device_attr.phys_port_cnt) + ")");
-    }
     ibv_port_attr port_attr{};
-    if (int rc = ibv_query_port(context_.get(), config.port, &port_attr); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
-    }
-    const auto max_wr = static_cast<std::uint64_t>(device_attr.max_qp_wr);
-    if (config.tx_depth > max_wr)
-        over_limit("tx depth", config.tx_depth, device_name_, "max_qp_wr", max_wr);
-    if (config.rx_depth > max_wr)
-        over_limit("rx depth", config.rx_depth, device_name_, "max_qp_wr", max_wr);
-    const std::uint64_t cq_size =
-        config.cq_depth != 0 ? config.cq_depth : std::uint64_t{config.tx_depth} + config.rx_depth;
-    if (cq_size > static_cast<std::uint64_t>(device_attr.max_cqe)) {
-        over_limit(config.cq_depth != 0 ? "cq depth" : "tx depth + rx depth", cq_size, device_name_,
-                   "max_cqe", static_cast<std::uint64_t>(device_attr.max_cqe));
-    }
-    if (config.buffer_size > device_attr.max_mr_size) {
-        over_limit("buffer size", config.buffer_size, device_name_, "max_mr_size",
-                   device_attr.max_mr_size);
-    }
-    if (config.mtu != 0 && config.mtu > port_attr.max_mtu) {
-        over_limit("MTU", static_cast<std::uint64_t>(mtu_bytes(config.mtu)),
-                   device_name_ + " port " + std::to_string(config.port), "max_mtu",
-                   static_cast<std::uint64_t>(mtu_bytes(port_attr.max_mtu)));
-    }
+    const ibv_device_attr device_attr = open_and_check(port_attr);
+    check_device_limits(device_attr, port_attr);
     mtu_ = config.mtu != 0 ? config.mtu : port_attr.active_mtu;
     lid_ = port_attr.lid;
     ethernet_ = port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
     max_rd_atomic_ = static_cast<std::uint8_t>(std::clamp(device_attr.max_qp_init_rd_atom, 1, 16));
     max_dest_rd_atomic_ = static_cast<std::uint8_t>(std::clamp(device_attr.max_qp_rd_atom, 1, 16));
+    choose_local_gid(port_attr, device_attr.phys_port_cnt);
+    build_resources();
+    psn_ = random_psn();
+}
+//! [constructor]
 
-    if (config.gid_index >= 0) {
-        if (config.gid_index >= port_attr.gid_tbl_len) {
-            over_limit("GID index", static_cast<std::uint64_t>(config.gid_index),
-                       device_name_ + " port " + std::to_string(config.port), "gid_tbl_len - 1",
-                       static_cast<std::uint64_t>(port_attr.gid_tbl_len - 1));
+//! [open]
+// step04's device.hpp: the device list (or the no-device / no-provider error), the named device,
+// its context, and a port that exists.
+ibv_device_attr RDMAEndpoint::open_and_check(ibv_port_attr& port_attr) {
+    int count = 0;
+    resources_.device_list = get_device_list(count);
+    const std::span<ibv_device* const> devices(resources_.device_list.get(),
+                                               static_cast<std::size_t>(count));
+    ibv_device* device = select_device(devices, config_.device_name);
+    device_name_ = ibv_get_device_name(device);
+    resources_.context = open_device(device);
+    ibv_device_attr device_attr{};
+    if (const int rc = ibv_query_device(resources_.context.get(), &device_attr); rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_device");
+    }
+    check_port(device_name_, config_.port, device_attr.phys_port_cnt);
+    // ibv_query_port returns the errno value, it does not set errno.
+    if (const int rc = ibv_query_port(resources_.context.get(), config_.port, &port_attr);
+        rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
+    }
+    return device_attr;
+}
+//! [open]
+
+// The config's depths, buffer and MTU against the device: exit code 2, naming the limit.
+void RDMAEndpoint::check_device_limits(const ibv_device_attr& device_attr,
+                                       const ibv_port_attr& port_attr) {
+    const auto max_wr = static_cast<std::uint64_t>(device_attr.max_qp_wr);
+    if (config_.tx_depth > max_wr) {
+        over_limit("tx depth", config_.tx_depth, device_name_, "max_qp_wr", max_wr);
+    }
+    if (config_.rx_depth > max_wr) {
+        over_limit("rx depth", config_.rx_depth, device_name_, "max_qp_wr", max_wr);
+    }
+    const std::uint64_t cq_size = config_.cq_depth != 0
+                                      ? config_.cq_depth
+                                      : std::uint64_t{config_.tx_depth} + config_.rx_depth;
+    if (cq_size > static_cast<std::uint64_t>(device_attr.max_cqe)) {
+        over_limit(config_.cq_depth != 0 ? "cq depth" : "tx depth + rx depth", cq_size,
+                   device_name_, "max_cqe", static_cast<std::uint64_t>(device_attr.max_cqe));
+    }
+    if (config_.buffer_size > device_attr.max_mr_size) {
+        over_limit("buffer size", config_.buffer_size, device_name_, "max_mr_size",
+                   device_attr.max_mr_size);
+    }
+    if (config_.mtu != 0 && config_.mtu > port_attr.max_mtu) {
+        over_limit("MTU", static_cast<std::uint64_t>(mtu_bytes(config_.mtu)),
+                   device_name_ + " port " + std::to_string(config_.port), "max_mtu",
+                   static_cast<std::uint64_t>(mtu_bytes(port_attr.max_mtu)));
+    }
+}
+
+//! [gid]
+// The config's GID index, or step04's choose_gid over the port's table (query_gid_table).
+void RDMAEndpoint::choose_local_gid(const ibv_port_attr& port_attr, int port_count) {
+    const std::string where = device_name_ + " port " + std::to_string(config_.port);
+    if (config_.gid_index >= 0) {
+        if (config_.gid_index >= port_attr.gid_tbl_len) {
+            over_limit("GID index", static_cast<std::uint64_t>(config_.gid_index), where,
+                       "gid_tbl_len - 1", static_cast<std::uint64_t>(port_attr.gid_tbl_len - 1));
         }
-        if (int rc = ibv_query_gid(context_.get(), config.port, config.gid_index, &gid_); rc != 0) {
-            throw std::system_error(errno ? errno : EINVAL, std::generic_category(),
+        ibv_gid gid{};
+        if (ibv_query_gid(resources_.context.get(), config_.port, config_.gid_index, &gid) != 0) {
+            throw std::system_error(errno != 0 ? errno : EINVAL, std::generic_category(),
                                     "ibv_query_gid");
         }
-        if (is_zero(gid_)) {
-            throw TutorialError(kExitUsage,
-                                "GID index " + std::to_string(config.gid_index) + " of " +
-                                    device_name_ + " port " + std::to_string(config.port) +
-                                    " is empty",
-                                "ibv_devinfo -v lists the GID table (or leave -g out: auto)");
+        std::memcpy(gid_.data(), gid.raw, gid_.size());
+        if (is_zero_gid(gid_)) {
+            throw TutorialError(
+                kExitUsage,
+                "GID index " + std::to_string(config_.gid_index) + " of " + where + " is empty",
+                "ibv_devinfo -v lists the GID table (or leave -g out: auto)");
         }
-        gid_index_ = config.gid_index;
-    } else {
-        std::vector<ibv_gid_entry> raw(
-            static_cast<std::size_t>(std::max(port_attr.gid_tbl_len, 1)));
-        const ssize_t n = ibv_query_gid_table(context_.get(), raw.data(), raw.size(), 0);
-        if (n < 0)
-            throw std::system_error(static_cast<int>(-n), std::generic_category(),
-                                    "ibv_query_gid_table");
-        std::vector<GidEntry> table;
-        for (ssize_t i = 0; i < n; ++i) {
-            if (raw[i].port_num != config.port)
-                continue;
-            table.push_back({static_cast<int>(raw[i].gid_index), raw[i].gid,
-                             static_cast<ibv_gid_type>(raw[i].gid_type)});
-        }
-        if (const auto chosen = choose_gid_index(table)) {
-            gid_index_ = *chosen;
-            for (const auto& entry : table) {
-                if (entry.index == gid_index_)
-                    gid_ = entry.gid;
+        gid_index_ = config_.gid_index;
+        return;
+    }
+    const std::vector<GidEntry> table =
+        query_gid_table(resources_.context.get(), config_.port,
+                        static_cast<std::size_t>(std::max(port_attr.gid_tbl_len, 1)) *
+                            static_cast<std::size_t>(port_count));
+    if (const std::optional<GidChoice> choice = choose_gid(table)) {
+        gid_index_ = static_cast<int>(choice->index);
+        for (const GidEntry& entry : table) {
+            if (entry.index == choice->index) {
+                gid_ = entry.gid;
             }
-        } else if (ethernet_) {
-            throw TutorialError(kExitNoSuchDevice,
-                                device_name_ + " port " + std::to_string(config.port) +
-                                    " has no usable GID (RoCE needs one)",
-                                "give the port an IP address, or pick one with -g");
         }
+    } else if (ethernet_) {
+        throw TutorialError(kExitNoSuchDevice, where + " has no usable GID (RoCE needs one)",
+                            "give the port an IP address, or pick one with -g");
     }
+}
+//! [gid]
 
-    //! [channel]
-    if (config.completion_channel) {
-        channel_.reset(ibv_create_comp_channel(context_.get()));
-        if (!channel_)
-            throw std::system_error(errno, std::generic_category(), "ibv_create_comp_channel");
-        // Non-blocking, so that an event loop can call ibv_get_cq_event until EAGAIN.
-        const int flags = ::fcntl(channel_->fd, F_GETFL);
-        if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0)
-            throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");
-    }
-    //! [channel]
-
-    pd_.reset(ibv_alloc_pd(context_.get()));
-    if (!pd_)
+//! [build]
+// step04's build_resources, for a buffer that one-sided peers may reach: PD, page-aligned
+// buffer, MR (with the config's access), one CQ for both queues, the RC QP, then INIT.
+void RDMAEndpoint::build_resources() {
+    resources_.pd.reset(ibv_alloc_pd(resources_.context.get()));
+    if (!resources_.pd) {
         throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
-
-    void* memory = nullptr;
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    if (int rc = ::posix_memalign(&memory, page, config.buffer_size); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "posix_memalign");
     }
-    buffer_.reset(static_cast<std::byte*>(memory));
-    std::memset(memory, 0, config.buffer_size);
-
+    const long page_size = sysconf(_SC_PAGESIZE);
+    const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
+    const std::size_t allocated = (config_.buffer_size + page - 1) / page * page;
+    resources_.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
+    if (!resources_.buffer) {
+        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
+    }
+    std::memset(resources_.buffer.get(), 0, allocated);
     // Receives and READs write into the buffer, and REMOTE_WRITE requires LOCAL_WRITE.
     config_.access |= IBV_ACCESS_LOCAL_WRITE;
-    mr_.reset(ibv_reg_mr(pd_.get(), memory, config.buffer_size, config_.access));
-    if (!mr_)
-        throw std::system_error(errno, std::generic_category(), "ibv_reg_mr");
-
-    cq_.reset(ibv_create_cq(context_.get(), static_cast<int>(cq_size), nullptr, channel_.get(), 0));
-    if (!cq_)
+    resources_.mr.reset(ibv_reg_mr(resources_.pd.get(), resources_.buffer.get(),
+                                   config_.buffer_size, config_.access));
+    if (!resources_.mr) {
+        throw_reg_mr_error(errno, config_.buffer_size);
+    }
+    //! [channel]
+    if (config_.completion_channel) {
+        channel_.reset(ibv_create_comp_channel(resources_.context.get()));
+        if (!channel_) {
+            throw std::system_error(errno, std::generic_category(), "ibv_create_comp_channel");
+        }
+        // Non-blocking, so that an event loop can call ibv_get_cq_event until EAGAIN.
+        const int flags = ::fcntl(channel_->fd, F_GETFL);
+        if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+            throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");
+        }
+    }
+    //! [channel]
+    const int cq_entries = static_cast<int>(
+        config_.cq_depth != 0 ? config_.cq_depth : config_.tx_depth + config_.rx_depth);
+    resources_.cq.reset(
+        ibv_create_cq(resources_.context.get(), cq_entries, nullptr, channel_.get(), 0));
+    if (!resources_.cq) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
-
+    }
     ibv_qp_init_attr init_attr{};
-    init_attr.send_cq = cq_.get();
-    init_attr.recv_cq = cq_.get();
-    init_attr.cap.max_send_wr = config.tx_depth;
-    init_attr.cap.max_recv_wr = config.rx_depth;
+    init_attr.send_cq = resources_.cq.get();
+    init_attr.recv_cq = resources_.cq.get();
+    init_attr.qp_type = IBV_QPT_RC;
+    init_attr.cap.max_send_wr = config_.tx_depth;
+    init_attr.cap.max_recv_wr = config_.rx_depth;
     init_attr.cap.max_send_sge = 1;
     init_attr.cap.max_recv_sge = 1;
-    init_attr.qp_type = IBV_QPT_RC;
-    qp_.reset(ibv_create_qp(pd_.get(), &init_attr));
-    if (!qp_)
+    resources_.qp.reset(ibv_create_qp(resources_.pd.get(), &init_attr));
+    if (!resources_.qp) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    ibv_qp_attr attr{};
-    if (int rc = ibv_query_qp(qp_.get(), &attr, IBV_QP_CAP, &init_attr); rc != 0) {
+    }
+    ibv_qp_attr queried{};
+    if (const int rc = ibv_query_qp(resources_.qp.get(), &queried, IBV_QP_CAP, &init_attr);
+        rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
     }
     max_inline_data_ = init_attr.cap.max_inline_data;
-
-    attr = {};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = config.port;
+    // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
+    ibv_qp_attr attr = init_attributes(config_.port);
     attr.qp_access_flags = config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                              IBV_ACCESS_REMOTE_ATOMIC);
-    if (int rc = ibv_modify_qp(
-            qp_.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_modify_qp INIT");
-    }
-    psn_ = std::random_device{}() & 0xffffff;
+    transition(attr, IBV_QPS_RESET, IBV_QPS_INIT);
 }
-//! [constructor]
+//! [build]
+
+// step04's modify_qp, without its printing: the mask for the transition (rc_transition_mask).
+void RDMAEndpoint::transition(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
+    // ibv_modify_qp returns the errno value, it does not set errno.
+    if (const int rc = ibv_modify_qp(resources_.qp.get(), &attr, rc_transition_mask(from, to));
+        rc != 0) {
+        throw std::system_error(
+            rc, std::generic_category(),
+            std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
+    }
+}
 
 RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
     : config_(std::move(other.config_)),
@@ -828,13 +479,8 @@ RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
       stash_(std::move(other.stash_)),
       stashed_(std::exchange(other.stashed_, 0)),
       events_(std::exchange(other.events_, CqEventTracker(other.config_.ack_batch))),
-      context_(std::move(other.context_)),
       channel_(std::move(other.channel_)),
-      pd_(std::move(other.pd_)),
-      buffer_(std::move(other.buffer_)),
-      mr_(std::move(other.mr_)),
-      cq_(std::move(other.cq_)),
-      qp_(std::move(other.qp_)) {
+      resources_(std::move(other.resources_)) {
     other.stash_.clear();
 }
 
@@ -857,13 +503,8 @@ RDMAEndpoint& RDMAEndpoint::operator=(RDMAEndpoint&& other) noexcept {
         other.stash_.clear();
         stashed_ = std::exchange(other.stashed_, 0);
         events_ = std::exchange(other.events_, CqEventTracker(config_.ack_batch));
-        context_ = std::move(other.context_);
         channel_ = std::move(other.channel_);
-        pd_ = std::move(other.pd_);
-        buffer_ = std::move(other.buffer_);
-        mr_ = std::move(other.mr_);
-        cq_ = std::move(other.cq_);
-        qp_ = std::move(other.qp_);
+        resources_ = std::move(other.resources_);  // ours are all empty: nothing is destroyed
     }
     return *this;
 }
@@ -874,23 +515,25 @@ RDMAEndpoint::~RDMAEndpoint() {
 
 void RDMAEndpoint::release() noexcept {
     // ibv_destroy_cq waits until every event taken with ibv_get_cq_event is acked.
-    if (cq_ && events_.acks_outstanding() > 0)
+    if (resources_.cq && events_.acks_outstanding() > 0) {
         ack_all_before_destroy(*this, events_);
-    qp_.reset();
-    cq_.reset();
-    mr_.reset();
-    buffer_.reset();
-    pd_.reset();
+    }
+    resources_.qp.reset();
+    resources_.cq.reset();
+    resources_.mr.reset();
+    resources_.buffer.reset();
+    resources_.pd.reset();
     channel_.reset();
-    context_.reset();
+    resources_.context.reset();
+    resources_.device_list.reset();
     remote_.reset();
     stash_.clear();
     stashed_ = 0;
 }
 
 std::span<std::byte> RDMAEndpoint::buffer() noexcept {
-    return buffer_ ? std::span<std::byte>(buffer_.get(), config_.buffer_size)
-                   : std::span<std::byte>();
+    return resources_.buffer ? std::span<std::byte>(resources_.buffer.get(), config_.buffer_size)
+                             : std::span<std::byte>();
 }
 
 PeerInfo RDMAEndpoint::local_info() const {
@@ -898,13 +541,14 @@ PeerInfo RDMAEndpoint::local_info() const {
         throw std::logic_error("local_info: the endpoint is empty (moved from)");
     PeerInfo info;
     info.lid = lid_;
-    info.qpn = qp_->qp_num;
+    info.qpn = resources_.qp->qp_num;
     info.psn = psn_;
     info.gid = gid_;
     info.mtu = mtu_;
-    info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
-    info.rkey =
-        (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) ? mr_->rkey : 0;
+    info.addr = reinterpret_cast<std::uintptr_t>(resources_.buffer.get());
+    info.rkey = (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ))
+                    ? resources_.mr->rkey
+                    : 0;
     info.length = config_.buffer_size;
     info.message_size = config_.message_size;
     info.iterations = config_.iterations;
@@ -912,6 +556,8 @@ PeerInfo RDMAEndpoint::local_info() const {
 }
 
 //! [connect]
+// step04's connect_qp: RTR towards the peer, then RTS, with step04's attributes
+// (rtr_attributes, rts_attributes); only the RDMA READ depths are the device's.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
     if (!valid())
         throw std::logic_error("connect: the endpoint is empty (moved from)");
@@ -919,154 +565,127 @@ void RDMAEndpoint::connect(const PeerInfo& remote) {
         throw std::logic_error("connect: the endpoint is already connected");
     // Both sides take the smaller MTU, so that they agree without another round trip.
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = path_mtu;
-    attr.dest_qp_num = remote.qpn;
-    attr.rq_psn = remote.psn;
-    attr.max_dest_rd_atomic = max_dest_rd_atomic_;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.dlid = remote.lid;
-    attr.ah_attr.port_num = config_.port;
     // RoCE has no LIDs: every packet needs a GRH, whatever the remote GID looks like.
-    if (ethernet_ || !is_zero(remote.gid)) {
-        if (gid_index_ < 0)
-            throw std::logic_error("connect: a GRH is needed but no GID was chosen");
-        attr.ah_attr.is_global = 1;
-        attr.ah_attr.grh.dgid = remote.gid;
-        attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gid_index_);
-        attr.ah_attr.grh.hop_limit = 1;
-    }
-    if (int rc =
-            ibv_modify_qp(qp_.get(), &attr,
-                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_modify_qp RTR");
-    }
-    attr = {};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try ...
-    attr.retry_cnt = 6;  // ... 7 tries: a dead peer is noticed within about half a second
-                         // (not 7: Soft-RoCE takes 7 to mean "for ever", as step04 notes)
-    attr.rnr_retry = 7;  // 7 means: retry forever while the peer has no receive posted
-    attr.sq_psn = psn_;
-    attr.max_rd_atomic = max_rd_atomic_;
-    if (int rc = ibv_modify_qp(qp_.get(), &attr,
-                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_modify_qp RTS");
-    }
+    if ((ethernet_ || !is_zero_gid(remote.gid)) && gid_index_ < 0)
+        throw std::logic_error("connect: a GRH is needed but no GID was chosen");
+    ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet_, gid_index_, config_.port);
+    rtr.max_dest_rd_atomic = max_dest_rd_atomic_;  // RDMA READs the peer may have in flight here
+    transition(rtr, IBV_QPS_INIT, IBV_QPS_RTR);
+    ibv_qp_attr rts = rts_attributes(psn_);
+    rts.max_rd_atomic = max_rd_atomic_;  // and ours at the peer
+    transition(rts, IBV_QPS_RTR, IBV_QPS_RTS);
     mtu_ = path_mtu;
     remote_ = remote;
 }
 //! [connect]
 
 //! [handshake]
-void RDMAEndpoint::handshake_as_client(int fd) {
-    const auto timeout = config_.timeout;
-    const auto deadline = Clock::now() + timeout;
+// --rc-pingpong-compat: step04's handshake (connect.hpp), with this endpoint's connect(). The
+// MTU is not on that wire: both sides must be given the same -m.
+void RDMAEndpoint::handshake_as_client(const Socket& server, const std::string& server_name) {
+    const std::chrono::seconds timeout = whole_seconds(config_.timeout);
+    const auto connect_qp = [this](const QpEndpointInfo& remote) {
+        PeerInfo peer;
+        static_cast<QpEndpointInfo&>(peer) = remote;
+        peer.mtu = mtu_;
+        connect(peer);
+    };
     if (config_.handshake == HandshakeFormat::rc_pingpong) {
-        const auto mine = format_rc_pingpong(local_info());
-        write_all(fd, mine, deadline, timeout, "the handshake");
-        std::array<char, kRcPingpongMessageSize> theirs{};
-        read_exact(fd, theirs, deadline, timeout, "the peer's handshake");
-        PeerInfo remote = parse_rc_pingpong(theirs);
-        remote.mtu = mtu_;  // not on the wire: both sides must be given the same -m
-        write_all(fd, kRcPingpongDone, deadline, timeout, "\"done\"");
-        connect(remote);
+        (void)client_handshake(server, server_name, local_info(), timeout, connect_qp);
         return;
     }
     const HandshakeV3Message mine = encode_handshake_v3(local_info());
-    write_all(fd, {reinterpret_cast<const char*>(mine.data()), mine.size()}, deadline, timeout,
-              "the handshake");
+    send_all(server, std::span(reinterpret_cast<const char*>(mine.data()), mine.size()), timeout,
+             "the handshake");
     HandshakeV3Message theirs{};
     std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
-    read_exact(fd, raw.first(4), deadline, timeout, "the peer's handshake");
+    receive_exactly(server, raw.first(4), timeout, "the peer's handshake");
     if (get_be(theirs.data(), 4) != kHandshakeMagic)
         (void)decode_handshake_v3(theirs);  // throws
-    read_exact(fd, raw.subspan(4), deadline, timeout, "the peer's handshake");
+    receive_exactly(server, raw.subspan(4), timeout, "the peer's handshake");
     const PeerInfo remote = decode_handshake_v3(theirs);
     // The server has found the same mismatch, answered, and closed: both sides say it.
     if (std::string mismatch = describe_run_mismatch(local_info(), remote, false);
         !mismatch.empty())
         throw TutorialError(kExitPeer, mismatch);
     connect(remote);
-    write_all(fd, kRcPingpongDone, deadline, timeout, "\"done\"");
+    send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), timeout, "\"done\"");
 }
 
-void RDMAEndpoint::handshake_as_server(int fd) {
-    const auto timeout = config_.timeout;
-    const auto deadline = Clock::now() + timeout;
-    std::array<char, 5> done{};
+void RDMAEndpoint::handshake_as_server(const Socket& client, const std::string& client_name) {
+    const std::chrono::seconds timeout = whole_seconds(config_.timeout);
     if (config_.handshake == HandshakeFormat::rc_pingpong) {
-        std::array<char, kRcPingpongMessageSize> theirs{};
-        read_exact(fd, theirs, deadline, timeout, "the peer's handshake");
-        PeerInfo remote = parse_rc_pingpong(theirs);
-        remote.mtu = mtu_;
-        connect(remote);
-        write_all(fd, format_rc_pingpong(local_info()), deadline, timeout, "the handshake");
-    } else {
-        HandshakeV3Message theirs{};
-        std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
-        // The magic first: a peer speaking another format is told so, not left waiting.
-        read_exact(fd, raw.first(4), deadline, timeout, "the peer's handshake");
-        if (get_be(theirs.data(), 4) != kHandshakeMagic)
-            (void)decode_handshake_v3(theirs);
-        read_exact(fd, raw.subspan(4), deadline, timeout, "the peer's handshake");
-        const HandshakeV3Message mine = encode_handshake_v3(local_info());
-        const auto answer = [&] {
-            write_all(fd, {reinterpret_cast<const char*>(mine.data()), mine.size()}, deadline,
-                      timeout, "the handshake");
-        };
-        // Before failing, answer anyway (the peer then names the problem too); a failed write
-        // must not hide the problem, so it is ignored there.
-        const auto answer_anyway = [&]() noexcept {
-            try {
-                answer();
-            } catch (const std::exception&) {
-            }
-        };
-        PeerInfo remote;
-        try {
-            remote = decode_handshake_v3(theirs);
-        } catch (const TutorialError&) {
-            // Another version: answer first, so that the client can name both versions too.
-            if (get_be(&theirs[4], 2) != kHandshakeVersion)
-                answer_anyway();
-            throw;
-        }
-        if (std::string mismatch = describe_run_mismatch(local_info(), remote, true);
-            !mismatch.empty()) {
-            answer_anyway();  // the client compares too, and says the same
-            throw TutorialError(kExitPeer, mismatch);
-        }
-        connect(remote);
-        answer();
+        (void)server_handshake(client, client_name, local_info(), timeout,
+                               [this](const QpEndpointInfo& remote) {
+                                   PeerInfo peer;
+                                   static_cast<QpEndpointInfo&>(peer) = remote;
+                                   peer.mtu = mtu_;
+                                   connect(peer);
+                               });
+        return;
     }
-    read_exact(fd, done, deadline, timeout, "the peer's \"done\"");
-    if (std::string_view(done.data(), done.size()) != kRcPingpongDone) {
-        protocol_error("expected \"done\" after the handshake, received \"" + printable(done) +
-                       "\"");
+    HandshakeV3Message theirs{};
+    std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
+    // The magic first: a peer speaking another format is told so, not left waiting.
+    receive_exactly(client, raw.first(4), timeout, "the peer's handshake");
+    if (get_be(theirs.data(), 4) != kHandshakeMagic)
+        (void)decode_handshake_v3(theirs);
+    receive_exactly(client, raw.subspan(4), timeout, "the peer's handshake");
+    const HandshakeV3Message mine = encode_handshake_v3(local_info());
+    const auto answer = [&] {
+        send_all(client, std::span(reinterpret_cast<const char*>(mine.data()), mine.size()),
+                 timeout, "the handshake");
+    };
+    // Before failing, answer anyway (the peer then names the problem too); a failed write
+    // must not hide the problem, so it is ignored there.
+    const auto answer_anyway = [&]() noexcept {
+        try {
+            answer();
+        } catch (const std::exception&) {
+        }
+    };
+    PeerInfo remote;
+    try {
+        remote = decode_handshake_v3(theirs);
+    } catch (const TutorialError&) {
+        // Another version: answer first, so that the client can name both versions too.
+        if (get_be(&theirs[4], 2) != kHandshakeVersion)
+            answer_anyway();
+        throw;
+    }
+    if (std::string mismatch = describe_run_mismatch(local_info(), remote, true);
+        !mismatch.empty()) {
+        answer_anyway();  // the client compares too, and says the same
+        throw TutorialError(kExitPeer, mismatch);
+    }
+    connect(remote);
+    answer();
+    std::array<char, sizeof kDoneMessage> done{};
+    receive_exactly(client, done, timeout, "the peer's \"done\"");
+    if (std::string_view(done.data(), done.size()) !=
+        std::string_view(kDoneMessage, sizeof kDoneMessage)) {
+        protocol_error("expected \"done\" after the handshake, received " + printable_bytes(done));
     }
 }
 //! [handshake]
 
+// step04's connect_to_peer, as the class's two roles: TCP (tcp.hpp), then the handshake.
 void RDMAEndpoint::connect_to_peer(const std::string& host, std::uint16_t port) {
     if (!valid())
         throw std::logic_error("connect_to_peer: the endpoint is empty (moved from)");
-    t_stop_flag = config_.stop_flag;
-    Socket socket = connect_tcp(host, port, config_.timeout);
-    handshake_as_client(socket.get());
+    std::string server_name;
+    const Socket server = connect_to(host, port, whole_seconds(config_.timeout), server_name);
+    handshake_as_client(server, server_name);
 }
 
 void RDMAEndpoint::accept_peer(std::uint16_t port, const std::string& bind_address) {
     if (!valid())
         throw std::logic_error("accept_peer: the endpoint is empty (moved from)");
-    t_stop_flag = config_.stop_flag;
-    Socket socket = accept_tcp(bind_address, port, config_.timeout);
-    handshake_as_server(socket.get());
+    const Socket listener = listen_on(bind_address, port);
+    std::string client_name;
+    const Socket client =
+        accept_client(listener, port, whole_seconds(config_.timeout), client_name);
+    handshake_as_server(client, client_name);
 }
 
 // ====================================================================== posting
@@ -1114,8 +733,8 @@ void RDMAEndpoint::post_recv_batch(std::uint64_t wr_id, std::size_t offset, std:
         throw std::logic_error("post_recv: the endpoint is empty (moved from)");
     check_local_range(offset, length, "post_recv");
     constexpr std::size_t kChain = 32;
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
-                static_cast<std::uint32_t>(length), mr_->lkey};
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(resources_.buffer.get() + offset),
+                static_cast<std::uint32_t>(length), resources_.mr->lkey};
     std::array<ibv_recv_wr, kChain> wrs{};
     while (count > 0) {
         const std::size_t n = std::min(count, kChain);
@@ -1127,7 +746,7 @@ void RDMAEndpoint::post_recv_batch(std::uint64_t wr_id, std::size_t offset, std:
             wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
         }
         ibv_recv_wr* bad = nullptr;
-        if (int rc = ibv_post_recv(qp_.get(), wrs.data(), &bad); rc != 0) {
+        if (int rc = ibv_post_recv(resources_.qp.get(), wrs.data(), &bad); rc != 0) {
             throw std::system_error(rc, std::generic_category(), "ibv_post_recv");
         }
         count -= n;
@@ -1217,7 +836,8 @@ ibv_wc RDMAEndpoint::wait_for(Wanted wanted, std::optional<std::chrono::millisec
     const auto deadline = Clock::now() + limit;
     std::array<ibv_wc, 16> batch;
     for (unsigned spins = 1;; ++spins) {
-        const int n = ibv_poll_cq(cq_.get(), static_cast<int>(batch.size()), batch.data());
+        const int n =
+            ibv_poll_cq(resources_.cq.get(), static_cast<int>(batch.size()), batch.data());
         if (n < 0)
             throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
         bool have = false;
@@ -1289,7 +909,7 @@ std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
     }
     if (filled == completions.size())
         return filled;
-    const int n = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size() - filled),
+    const int n = ibv_poll_cq(resources_.cq.get(), static_cast<int>(completions.size() - filled),
                               completions.data() + filled);
     if (n < 0)
         throw_poll_failed();
@@ -1317,35 +937,5 @@ void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
 void RDMAEndpoint::throw_poll_failed() {
     throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
 }
-
-// =========================================================== completion channel
-
-//! [events]
-void RDMAEndpoint::request_notify() {
-    if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0)
-        throw std::system_error(rc, std::generic_category(), "ibv_req_notify_cq");
-}
-
-bool RDMAEndpoint::get_event() {
-    if (!channel_)
-        throw std::logic_error("get_event: the endpoint has no completion channel");
-    ibv_cq* cq = nullptr;
-    void* cq_context = nullptr;
-    if (ibv_get_cq_event(channel_.get(), &cq, &cq_context) != 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return false;
-        throw std::system_error(errno, std::generic_category(), "ibv_get_cq_event");
-    }
-    if (cq != cq_.get()) {  // one CQ per channel here: anything else is a bug
-        ibv_ack_cq_events(cq, 1);
-        throw std::logic_error("ibv_get_cq_event returned a CQ this endpoint does not own");
-    }
-    return true;
-}
-
-void RDMAEndpoint::ack(std::uint32_t count) noexcept {
-    ibv_ack_cq_events(cq_.get(), count);
-}
-//! [events]
 
 }  // namespace tutorial

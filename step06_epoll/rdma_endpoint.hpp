@@ -2,6 +2,13 @@
 // events.
 #pragma once
 
+#include "cq_events.hpp"
+#include "errors.hpp"
+#include "gid.hpp"
+#include "resources.hpp"
+#include "verbs_raii.hpp"
+#include "wire_format.hpp"
+
 #include <infiniband/verbs.h>
 
 #include <array>
@@ -9,50 +16,16 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <functional>
-#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <unordered_map>
-#include <vector>
-
-#include "cq_events.hpp"
 
 namespace tutorial {
 
-/// \name Exit codes, the same in every step of the tutorial.
-/// @{
-constexpr int kExitOk = 0, kExitRdma = 1, kExitUsage = 2, kExitNoDevice = 3, kExitNoProvider = 4,
-              kExitNoSuchDevice = 5, kExitPeer = 6, kExitTimeout = 7, kExitInterrupted = 130;
-/// @}
-
-/// \brief An error that knows the program's exit code and, optionally, a hint for the reader.
-///
-/// Thrown for the cases that are not a failing verb: no device, no provider, unknown device or
-/// port, a value over a device limit, a peer or protocol error, a timeout.
-class TutorialError : public std::runtime_error {
-  public:
-    /// \param exit_code one of the kExit* codes
-    /// \param message one line, without the program name
-    /// \param hint what the reader can do about it; empty when nothing useful is known
-    TutorialError(int exit_code, const std::string& message, std::string hint = {})
-        : std::runtime_error(message), exit_code_(exit_code), hint_(std::move(hint)) {}
-    /// \brief The exit code main() returns for this error.
-    [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
-    /// \brief A hint line (without "hint: "), or empty.
-    [[nodiscard]] const std::string& hint() const noexcept { return hint_; }
-
-  private:
-    int exit_code_;
-    std::string hint_;
-};
+class Socket;  // tcp.hpp
 
 /// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
 ///
@@ -80,78 +53,14 @@ class WorkCompletionError : public TutorialError {
     ibv_wc wc_;
 };
 
-//! [raii]
-// One owner shape for every verbs object: a move-only std::unique_ptr whose
-// deleter calls the destroy verb and reports, never throws, a failure.
-template <typename T, auto Destroy, const char* Verb>
-struct VerbsDeleter {
-    void operator()(T* object) const noexcept {
-        const int rc = Destroy(object);
-        if (rc != 0) {
-            const int err = rc > 0 ? rc : errno;  // ibv_close_device returns -1 and sets errno
-            std::fprintf(stderr, "destroy failed: %s: %s (errno %d)\n", Verb, std::strerror(err),
-                         err);
-        }
-    }
-};
-inline constexpr char kFreeDeviceList[] = "ibv_free_device_list";
-inline constexpr char kCloseDevice[] = "ibv_close_device";
-inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
-inline constexpr char kDeallocPd[] = "ibv_dealloc_pd";
-inline constexpr char kDeregMr[] = "ibv_dereg_mr";
-inline constexpr char kDestroyCq[] = "ibv_destroy_cq";
-inline constexpr char kDestroyQp[] = "ibv_destroy_qp";
-inline int free_device_list(ibv_device** list) {
-    ibv_free_device_list(list);
-    return 0;
-}
-inline int free_buffer(std::byte* buffer) {
-    std::free(buffer);
-    return 0;
-}
-inline constexpr char kFree[] = "free";
-using DeviceList =
-    std::unique_ptr<ibv_device*, VerbsDeleter<ibv_device*, free_device_list, kFreeDeviceList>>;
-using Context =
-    std::unique_ptr<ibv_context, VerbsDeleter<ibv_context, ibv_close_device, kCloseDevice>>;
-using CompletionChannel =
-    std::unique_ptr<ibv_comp_channel,
-                    VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
-using ProtectionDomain = std::unique_ptr<ibv_pd, VerbsDeleter<ibv_pd, ibv_dealloc_pd, kDeallocPd>>;
-using Buffer = std::unique_ptr<std::byte, VerbsDeleter<std::byte, free_buffer, kFree>>;
-using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
-using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
-using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
-//! [raii]
-
-/// \brief One row of a port's GID table, as the GID choice sees it.
-struct GidEntry {
-    int index = 0;        ///< the GID index
-    ibv_gid gid{};        ///< the GID's 16 bytes
-    ibv_gid_type type{};  ///< IBV_GID_TYPE_ROCE_V2, IBV_GID_TYPE_ROCE_V1 or IBV_GID_TYPE_IB
-};
-
-/// \brief Chooses a GID index: RoCE v2 with an IPv4-mapped address, then RoCE v2, then any other
-/// valid GID; zero GIDs are skipped.
-/// \return the index, or std::nullopt when the table has no usable GID (InfiniBand needs none)
-/// \par Thread safety: a pure function.
-[[nodiscard]] std::optional<int> choose_gid_index(std::span<const GidEntry> table) noexcept;
-
-/// \brief Formats a GID the way ibv_devinfo does: "::ffff:127.0.0.1", "fe80::200:ff:fe00:0".
-/// \par Thread safety: a pure function.
-[[nodiscard]] std::string gid_to_string(const ibv_gid& gid);
-
 /// \brief What one side tells the other to connect an RC QP and, in v3, to address its buffer
-/// and to agree on the run.
-struct PeerInfo {
-    std::uint16_t lid = 0;       ///< the port's LID (0 on RoCE)
-    std::uint32_t qpn = 0;       ///< the QP number, 24 bits
-    std::uint32_t psn = 0;       ///< the first packet sequence number, 24 bits
-    ibv_gid gid{};               ///< the GID the peer addresses (zero on InfiniBand without GRH)
-    ibv_mtu mtu = IBV_MTU_1024;  ///< v3 only: the largest path MTU this side accepts
-    std::uint64_t addr = 0;      ///< v3 only: the buffer's virtual address
-    std::uint32_t rkey = 0;      ///< v3 only: the buffer's remote key (0 = no remote access)
-    std::uint64_t length = 0;    ///< v3 only: the buffer's length in bytes
+/// and to agree on the run: step04's QpEndpointInfo (LID, QPN, PSN, GID, all that
+/// ibv_rc_pingpong's message carries), and what only handshake v3 carries.
+struct PeerInfo : QpEndpointInfo {
+    ibv_mtu mtu = IBV_MTU_1024;      ///< v3 only: the largest path MTU this side accepts
+    std::uint64_t addr = 0;          ///< v3 only: the buffer's virtual address
+    std::uint32_t rkey = 0;          ///< v3 only: the buffer's remote key (0 = no remote access)
+    std::uint64_t length = 0;        ///< v3 only: the buffer's length in bytes
     std::uint32_t message_size = 0;  ///< v3 only: the program's -s (0: not said)
     std::uint32_t iterations = 0;    ///< v3 only: the program's -n (0: not said)
     bool operator==(const PeerInfo& other) const noexcept;
@@ -205,21 +114,6 @@ using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
 [[nodiscard]] std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs,
                                                 bool server);
 
-/// \brief ibv_rc_pingpong's message: "LLLL:QQQQQQ:PPPPPP:GGGG...(32 hex)" and a NUL, 52 bytes.
-inline constexpr std::size_t kRcPingpongMessageSize = 52;
-/// \brief What the client sends after it has read the server's message: "done" and a NUL.
-inline constexpr std::string_view kRcPingpongDone{"done\0", 5};
-
-/// \brief Formats LID, QPN, PSN and GID in ibv_rc_pingpong's format ("%04x:%06x:%06x:%s").
-/// \par Thread safety: a pure function.
-[[nodiscard]] std::array<char, kRcPingpongMessageSize> format_rc_pingpong(const PeerInfo& info);
-
-/// \brief Parses ibv_rc_pingpong's message strictly: exact length, lower- or upper-case hex only,
-/// QPN and PSN ≤ 0xffffff, the separators and the final NUL where they belong.
-/// \throws TutorialError (kExitPeer) saying what was received
-/// \par Thread safety: a pure function.
-[[nodiscard]] PeerInfo parse_rc_pingpong(std::span<const char> message);
-
 /// \brief Which handshake the endpoint speaks on the TCP connection.
 enum class HandshakeFormat {
     v3,          ///< the 64-byte versioned message: the buffer's address, rkey, length, -s and -n
@@ -230,7 +124,7 @@ enum class HandshakeFormat {
 struct EndpointConfig {
     std::string device_name;              ///< empty: the first device
     std::uint8_t port = 1;                ///< the port number, from 1
-    int gid_index = -1;                   ///< negative: choose_gid_index() over the port's table
+    int gid_index = -1;                   ///< negative: choose_gid() over the port's table
     std::size_t buffer_size = 4096;       ///< the registered buffer's size in bytes (> 0)
     std::uint32_t tx_depth = 1;           ///< send queue depth: outstanding sends, writes and reads
     std::uint32_t rx_depth = 500;         ///< receive queue depth
@@ -251,6 +145,12 @@ struct EndpointConfig {
     std::uint32_t ack_batch = 16;     ///< ibv_ack_cq_events at least every ack_batch events
     //! [config]
 };
+
+/// \brief The owner of a completion channel, in verbs_raii.hpp's shape (step06).
+inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
+using CompletionChannel =
+    std::unique_ptr<ibv_comp_channel,
+                    VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
 
 /// \brief An RC queue pair with its own registered buffer: the tutorial's reusable class.
 ///
@@ -283,9 +183,11 @@ class RDMAEndpoint {
     ~RDMAEndpoint();
 
     /// \brief False for a moved-from endpoint.
-    [[nodiscard]] bool valid() const noexcept { return qp_ != nullptr; }
+    [[nodiscard]] bool valid() const noexcept { return resources_.qp != nullptr; }
     /// \brief True once the QP is in RTS.
-    [[nodiscard]] bool connected() const noexcept { return qp_ != nullptr && remote_.has_value(); }
+    [[nodiscard]] bool connected() const noexcept {
+        return resources_.qp != nullptr && remote_.has_value();
+    }
 
     /// \brief Connects as the client: TCP to \p host:\p port, the handshake, RTR and RTS.
     /// \throws TutorialError kExitPeer (refused, closed, bad handshake, or in v3 a -s or -n that
@@ -317,11 +219,11 @@ class RDMAEndpoint {
     /// \brief Largest payload the QP sends inline (queried after creation).
     [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return max_inline_data_; }
     /// \brief The raw handles, for code that goes beyond the class.
-    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
-    [[nodiscard]] ibv_cq* cq() const noexcept { return cq_.get(); }  ///< \copybrief qp()
-    [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_qp* qp() const noexcept { return resources_.qp.get(); }
+    [[nodiscard]] ibv_cq* cq() const noexcept { return resources_.cq.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_mr* mr() const noexcept { return resources_.mr.get(); }  ///< \copybrief qp()
     [[nodiscard]] ibv_context* context() const noexcept {
-        return context_.get();
+        return resources_.context.get();
     }  ///< \copybrief qp()
     /// \brief The path MTU in use once connected (or the configured one before).
     [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
@@ -413,8 +315,8 @@ class RDMAEndpoint {
     std::size_t try_poll(std::span<ibv_wc> completions) {
         if (stashed_ != 0 || !valid()) [[unlikely]]
             return try_poll_stashed(completions);
-        const int n =
-            ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
+        const int n = ibv_poll_cq(resources_.cq.get(), static_cast<int>(completions.size()),
+                                  completions.data());
         for (int i = 0; i < n; ++i) {
             if (completions[static_cast<std::size_t>(i)].status != IBV_WC_SUCCESS) [[unlikely]]
                 stash_good_and_throw(completions.first(static_cast<std::size_t>(n)));
@@ -477,20 +379,25 @@ class RDMAEndpoint {
     // Every send-queue post ends here, inline too: buffer()[offset, +length) is the request's only
     // SGE (none for a zero length), and the payload goes inline when it fits and leaves from here.
     void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
-        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
-                    static_cast<std::uint32_t>(length), mr_->lkey};
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(resources_.buffer.get() + offset),
+                    static_cast<std::uint32_t>(length), resources_.mr->lkey};
         wr.sg_list = &sge;
         wr.num_sge = length > 0 ? 1 : 0;
         // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
         if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
             wr.send_flags |= IBV_SEND_INLINE;
         ibv_send_wr* bad = nullptr;
-        if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
+        if (int rc = ibv_post_send(resources_.qp.get(), &wr, &bad); rc != 0) [[unlikely]]
             throw_post_send_failed(rc);
     }
     [[noreturn]] static void throw_post_send_failed(int rc);
-    void handshake_as_client(int fd);
-    void handshake_as_server(int fd);
+    ibv_device_attr open_and_check(ibv_port_attr& port_attr);
+    void check_device_limits(const ibv_device_attr& device_attr, const ibv_port_attr& port_attr);
+    void choose_local_gid(const ibv_port_attr& port_attr, int port_count);
+    void build_resources();
+    void transition(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
+    void handshake_as_client(const Socket& server, const std::string& server_name);
+    void handshake_as_server(const Socket& client, const std::string& client_name);
     void release() noexcept;
     void stash(const ibv_wc& wc);
     template <typename Wanted>
@@ -502,7 +409,7 @@ class RDMAEndpoint {
     EndpointConfig config_;
     std::string device_name_;
     int gid_index_ = -1;
-    ibv_gid gid_{};
+    GidBytes gid_{};
     std::uint16_t lid_ = 0;
     bool ethernet_ = false;
     ibv_mtu mtu_ = IBV_MTU_1024;
@@ -516,15 +423,12 @@ class RDMAEndpoint {
     CqEventTracker events_{16};
 
     //! [members]
-    // Declared parent-first; C++ destroys members in reverse: QP -> CQ -> MR -> buffer -> PD ->
-    // channel -> context. (A channel outlives every CQ bound to it: else EBUSY.)
-    Context context_;
+    // The completion channel must outlive every CQ bound to it (else EBUSY) and die before the
+    // context: release() destroys QP -> CQ -> MR -> buffer -> PD -> channel -> context.
     CompletionChannel channel_;
-    ProtectionDomain pd_;
-    Buffer buffer_;
-    MemoryRegion mr_;
-    CompletionQueue cq_;
-    QueuePair qp_;
+    // step04's Resources: the device list, context, PD, buffer, MR, CQ and QP, declared
+    // parent-first, so that C++ destroys them child-first.
+    Resources resources_;
     //! [members]
 };
 

@@ -2,6 +2,7 @@
 // starting a client's RDMA, its progress, the spin, the timeouts, and each session's end.
 #include "server.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -26,6 +27,18 @@
 
 namespace tutorial {
 
+/// tcp.hpp's listener, made non-blocking for the event loop, and with room for a burst of clients
+/// (a second listen() raises the backlog of 1 that a one-client server needs).
+Socket listen_for_clients(const Options& o) {
+    Socket listener = listen_on(o.bind_address, o.tcp_port);
+    const int flags = ::fcntl(listener.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK) != 0 ||
+        ::listen(listener.get(), 64) != 0) {
+        throw std::system_error(errno, std::generic_category(), "listen");
+    }
+    return listener;
+}
+
 void Server::watch(int fd, std::uint64_t data) {
     epoll_event ev{};
     ev.events = EPOLLIN;  // level-triggered: see the chapter
@@ -39,9 +52,9 @@ void Server::accept_clients() {
     for (;;) {
         sockaddr_storage addr{};
         socklen_t len = sizeof addr;
-        FileDescriptor fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
-                                    SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (!fd) {
+        Socket fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                            SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (fd.get() < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) {
                 return;
             }
@@ -55,9 +68,9 @@ void Server::accept_clients() {
         const std::uint64_t id = next_id_++;
         ClientSession& s = sessions_[id];
         s.id = id;
-        s.peer = peer_name(addr);
+        s.peer = endpoint_text(reinterpret_cast<const sockaddr*>(&addr), len);
         s.socket = std::move(fd);
-        s.handshake_deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+        s.handshake_deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
         s.last_progress = Clock::now();
         watch(s.socket.get(), tag(id, kSocket));
         if (o_.verbose) {
@@ -84,12 +97,11 @@ void Server::on_signal() {
 std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     s.endpoint = std::make_unique<RDMAEndpoint>(endpoint_config(o_, true));
     RDMAEndpoint& ep = *s.endpoint;
-    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
     if (s.format == HandshakeFormat::v3) {
         if (std::string mismatch = describe_run_mismatch(ep.local_info(), remote, true);
             !mismatch.empty()) {
             try {
-                answer(s, deadline);
+                answer(s);
             } catch (const std::exception&) {  // the mismatch is the news, not a closed socket
             }
             s.endpoint.reset();
@@ -106,7 +118,7 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     }
     ep.connect(remote);
     watch(ep.channel_fd(), tag(s.id, kChannel));
-    answer(s, deadline);
+    answer(s);
     if (o_.verbose) {
         print_address("local", ep.local_info());
         print_address("remote", remote);
@@ -116,14 +128,15 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
 //! [start_rdma]
 
 /// The server's half of the handshake, in the client's format.
-void Server::answer(ClientSession& s, Clock::time_point deadline) {
+void Server::answer(ClientSession& s) {
     const PeerInfo local = s.endpoint->local_info();
+    const std::chrono::seconds timeout(o_.timeout_seconds);
     if (s.format == HandshakeFormat::v3) {
         const HandshakeV3Message reply = encode_handshake_v3(local);
-        write_all(s.socket.get(), {reinterpret_cast<const char*>(reply.data()), reply.size()},
-                  deadline);
+        send_all(s.socket, {reinterpret_cast<const char*>(reply.data()), reply.size()}, timeout,
+                 "the handshake reply");
     } else {
-        write_all(s.socket.get(), format_rc_pingpong(local), deadline);
+        send_all(s.socket, format_wire_message(local), timeout, "the handshake reply");
     }
 }
 
@@ -140,13 +153,13 @@ void Server::on_socket(ClientSession& s) {
         }
     }
     const std::size_t wire_size =
-        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kRcPingpongMessageSize;
+        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kWireMessageSize;
     if (n <= 0) {  // EOF or reset
         if (s.state == ClientSession::State::handshake) {
             finish(s.id,
                    "rejected: peer closed after " + std::to_string(s.inbox.size()) + " of " +
-                       std::to_string(wire_size) + " handshake bytes ('" + printable(s.inbox) +
-                       "')",
+                       std::to_string(wire_size) + " handshake bytes (" + printable_bytes(s.inbox) +
+                       ")",
                    &ServerTotals::rejected);
             return;
         }
@@ -170,15 +183,15 @@ void Server::on_socket(ClientSession& s) {
         take_done(s);
     }
     if (sessions_.count(id) != 0 && s.state == ClientSession::State::running && !s.inbox.empty()) {
-        finish(s.id, "failed: unexpected bytes after the handshake ('" + printable(s.inbox) + "')",
+        finish(s.id,
+               "failed: unexpected bytes after the handshake (" + printable_bytes(s.inbox) + ")",
                &ServerTotals::failed);
     }
 }
 
 /// Once the whole handshake message is in: parse it, start the client's RDMA, answer.
 void Server::take_handshake(ClientSession& s) {
-    const std::size_t size =
-        s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kRcPingpongMessageSize;
+    const std::size_t size = s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kWireMessageSize;
     if (s.state != ClientSession::State::handshake || !s.format || s.inbox.size() < size) {
         return;
     }
@@ -186,13 +199,24 @@ void Server::take_handshake(ClientSession& s) {
     const std::vector<char> message(s.inbox.begin(), end);
     s.inbox.erase(s.inbox.begin(), end);
     PeerInfo remote;
-    try {
-        remote = s.format == HandshakeFormat::v3
-                     ? decode_handshake_v3(std::as_bytes(std::span(message)))
-                     : parse_rc_pingpong(message);
-    } catch (const TutorialError& e) {
-        finish(s.id, std::string("rejected: ") + e.what(), &ServerTotals::rejected);
-        return;
+    if (s.format == HandshakeFormat::v3) {
+        try {
+            remote = decode_handshake_v3(std::as_bytes(std::span(message)));
+        } catch (const TutorialError& e) {
+            finish(s.id, std::string("rejected: ") + e.what(), &ServerTotals::rejected);
+            return;
+        }
+    } else {
+        std::string error;
+        const std::optional<QpEndpointInfo> info = parse_wire_message(message, error);
+        if (!info) {
+            finish(s.id,
+                   "rejected: bad handshake: " + error + "; received " +
+                       std::to_string(message.size()) + " bytes: " + printable_bytes(message),
+                   &ServerTotals::rejected);
+            return;
+        }
+        static_cast<QpEndpointInfo&>(remote) = *info;
     }
     try {
         if (std::string mismatch = start_rdma(s, remote); !mismatch.empty()) {
@@ -210,17 +234,18 @@ void Server::take_handshake(ClientSession& s) {
 
 /// After the handshake, the client sends "done" (and a NUL): ibv_rc_pingpong's last word.
 void Server::take_done(ClientSession& s) {
-    if (s.state != ClientSession::State::await_done || s.inbox.size() < kRcPingpongDone.size()) {
+    const std::string_view done(kDoneMessage, sizeof kDoneMessage);  // with its NUL
+    if (s.state != ClientSession::State::await_done || s.inbox.size() < done.size()) {
         return;
     }
-    if (!std::equal(kRcPingpongDone.begin(), kRcPingpongDone.end(), s.inbox.begin())) {
+    if (!std::equal(done.begin(), done.end(), s.inbox.begin())) {
         finish(s.id,
-               "rejected: expected \"done\" after the handshake, got '" +
-                   printable(std::span<const char>(s.inbox).first(kRcPingpongDone.size())) + "'",
+               "rejected: expected \"done\" after the handshake, got " +
+                   printable_bytes(std::span<const char>(s.inbox).first(done.size())),
                &ServerTotals::rejected);
         return;
     }
-    s.inbox.erase(s.inbox.begin(), s.inbox.begin() + kRcPingpongDone.size());
+    s.inbox.erase(s.inbox.begin(), s.inbox.begin() + static_cast<std::ptrdiff_t>(done.size()));
     s.state = ClientSession::State::running;
 }
 
@@ -379,7 +404,7 @@ void Server::end_silent_sessions() {
     for (auto it = sessions_.begin(); it != sessions_.end();) {
         const auto id = (it++)->first;
         ClientSession& s = sessions_.at(id);
-        if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s) &&
+        if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_seconds) &&
             s.format == HandshakeFormat::rc_pingpong && s.pingpong->received() > 0 &&
             s.pingpong->received() == s.pingpong->sent()) {
             // ibv_rc_pingpong's handshake cannot carry -n: a client started with a smaller
@@ -393,11 +418,11 @@ void Server::end_silent_sessions() {
                    &ServerTotals::failed);
             continue;
         }
-        if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_s)) {
+        if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_seconds)) {
             // A client killed while we wait for its next message leaves no trace
             // but silence (with a reply in flight, IBV_WC_RETRY_EXC_ERR comes first).
             finish(id,
-                   "failed: no message for " + std::to_string(o_.timeout_s) + " s after " +
+                   "failed: no message for " + std::to_string(o_.timeout_seconds) + " s after " +
                        std::to_string(s.pingpong->received()) + " of " + std::to_string(o_.iters) +
                        " (client killed or stalled); its resources are freed",
                    &ServerTotals::failed);
@@ -405,7 +430,7 @@ void Server::end_silent_sessions() {
         }
         if (s.state == ClientSession::State::handshake && now > s.handshake_deadline) {
             finish(id,
-                   "rejected: no handshake within " + std::to_string(o_.timeout_s) + " s (" +
+                   "rejected: no handshake within " + std::to_string(o_.timeout_seconds) + " s (" +
                        std::to_string(s.inbox.size()) + " bytes received)",
                    &ServerTotals::rejected);
         }

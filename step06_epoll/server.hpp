@@ -16,14 +16,14 @@
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
-#include "sockets.hpp"
+#include "tcp.hpp"
+#include "wire_format.hpp"
 
 namespace tutorial {
 
 /// The client speaks step05's handshake v3, which carries -s and -n. The server also speaks
-/// ibv_rc_pingpong's (step05's format_rc_pingpong and parse_rc_pingpong), so that
-/// ibv_rc_pingpong itself can be one of its clients.
-inline constexpr std::size_t kWireSize = kRcPingpongMessageSize;
+/// ibv_rc_pingpong's (step04's format_wire_message and parse_wire_message, in wire_format.hpp),
+/// so that ibv_rc_pingpong itself can be one of its clients.
 
 //! [detect_handshake]
 /// Which handshake a client speaks, from its first 4 bytes: handshake v3's magic "RDMA"
@@ -44,7 +44,7 @@ struct ClientSession {
     enum class State { handshake, await_done, running };
     std::uint64_t id = 0;
     std::string peer;
-    FileDescriptor socket;
+    Socket socket;
     State state = State::handshake;
     std::optional<HandshakeFormat> format;  // known from the first 4 bytes
     std::vector<char> inbox;
@@ -61,6 +61,9 @@ struct ServerTotals {
     std::uint64_t late_events = 0, lost_wakeups = 0;
     std::uint64_t completions = 0, spin_completions = 0;
 };
+
+/// tcp.hpp's listener, non-blocking, with room for a burst of clients.
+Socket listen_for_clients(const Options& o);
 
 class Server {
   public:
@@ -84,7 +87,7 @@ class Server {
     void take_handshake(ClientSession& s);
     void take_done(ClientSession& s);
     std::string start_rdma(ClientSession& s, PeerInfo remote);
-    void answer(ClientSession& s, Clock::time_point deadline);
+    void answer(ClientSession& s);
     void progress(ClientSession& s, std::span<const ibv_wc> completions);
     int wait_for_work(std::span<epoll_event> ready, bool& timed_out);
     std::uint64_t spin_poll(std::size_t& connected);
@@ -93,9 +96,10 @@ class Server {
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
 
     const Options& o_;
-    FileDescriptor epoll_;
-    FileDescriptor listen_;
-    FileDescriptor signal_fd_;
+    // tcp.hpp's Socket owns any descriptor: the epoll set and the signalfd too.
+    Socket epoll_;
+    Socket listen_;
+    Socket signal_fd_;
     std::map<std::uint64_t, ClientSession> sessions_;
     std::uint64_t next_id_ = 1;
     bool stopping_ = false;

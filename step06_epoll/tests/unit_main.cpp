@@ -12,7 +12,7 @@
 #include "../options.hpp"
 #include "../pingpong.hpp"
 #include "../server.hpp"
-#include "../sockets.hpp"
+#include "../wire_format.hpp"
 
 namespace {
 
@@ -102,7 +102,7 @@ TEST(LatencyFile, LabelNamesTheMode) {
 
 TEST(LatencyFile, WriterTextIsExact) {
     const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
-    EXPECT_EQ(format_latency_file("spin 50 us", 64, samples),
+    EXPECT_EQ(latency_file_text("spin 50 us", 64, samples),
               "# label: step06 spin 50 us\n"
               "# program: step06_epoll\n"
               "# size: 64\n"
@@ -112,7 +112,7 @@ TEST(LatencyFile, WriterTextIsExact) {
               "2.500\n"
               "1234.568\n"
               "0.000\n");
-    EXPECT_EQ(format_latency_file("event mode", 4096, {}),
+    EXPECT_EQ(latency_file_text("event mode", 4096, {}),
               "# label: step06 event mode\n# program: step06_epoll\n# size: 4096\n"
               "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }
@@ -133,7 +133,7 @@ TEST(LatencyFile, WritesWhatTheFormatterGives) {
     const int fd = ::mkstemp(path);
     ASSERT_GE(fd, 0);
     ::close(fd);
-    const std::string text = format_latency_file("busy poll", 8, std::vector<double>{3.25});
+    const std::string text = latency_file_text("busy poll", 8, std::vector<double>{3.25});
     write_latency_file(open_latency_file(path), text);
     std::FILE* in = std::fopen(path, "r");
     ASSERT_NE(in, nullptr);
@@ -145,23 +145,25 @@ TEST(LatencyFile, WritesWhatTheFormatterGives) {
 }
 
 TEST(Handshake, ServerParsesWhatTheClientFormats) {
-    // The server's non-blocking handshake feeds step05's parser with the bytes it gathered.
+    // The server's non-blocking handshake feeds step04's parser with the bytes it gathered.
     PeerInfo info;
     info.lid = 0x12;
     info.qpn = 0xabcdef;
     info.psn = 0x123456;
-    const std::uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
-    std::memcpy(info.gid.raw, gid, 16);
-    const auto msg = format_rc_pingpong(info);
-    ASSERT_EQ(msg.size(), kWireSize);
+    info.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    const WireMessage msg = format_wire_message(info);
+    ASSERT_EQ(msg.size(), kWireMessageSize);
     EXPECT_STREQ(msg.data(), "0012:abcdef:123456:00000000000000000000ffff7f000001");
-    const PeerInfo back = parse_rc_pingpong(msg);
-    EXPECT_EQ(back.qpn, info.qpn);
-    EXPECT_EQ(back.psn, info.psn);
-    EXPECT_EQ(std::memcmp(back.gid.raw, gid, 16), 0);
+    std::string error;
+    const std::optional<QpEndpointInfo> back = parse_wire_message(msg, error);
+    ASSERT_TRUE(back) << error;
+    EXPECT_EQ(back->qpn, info.qpn);
+    EXPECT_EQ(back->psn, info.psn);
+    EXPECT_EQ(back->gid, info.gid);
     const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n012345678901234567890123";
-    EXPECT_THROW((void)parse_rc_pingpong(std::span<const char>(garbage.data(), kWireSize)),
-                 TutorialError);
+    EXPECT_FALSE(
+        parse_wire_message(std::span<const char>(garbage.data(), kWireMessageSize), error));
+    EXPECT_FALSE(error.empty());
 }
 
 TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
@@ -172,10 +174,10 @@ TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
     std::array<char, 4> first{};
     std::memcpy(first.data(), v3.data(), 4);
     EXPECT_EQ(detect_handshake(first), HandshakeFormat::v3);
-    const auto rc = format_rc_pingpong(info);  // "0000:000011:..."
+    const WireMessage rc = format_wire_message(info);  // "0000:000011:..."
     std::memcpy(first.data(), rc.data(), 4);
     EXPECT_EQ(detect_handshake(first), HandshakeFormat::rc_pingpong);
-    std::memcpy(first.data(), "GET ", 4);  // then rejected by parse_rc_pingpong
+    std::memcpy(first.data(), "GET ", 4);  // then rejected by parse_wire_message
     EXPECT_EQ(detect_handshake(first), HandshakeFormat::rc_pingpong);
 }
 
@@ -206,8 +208,8 @@ TEST(Handshake, ClientSendsSizeAndIterationsInV3) {
 
 TEST(Handshake, PrintableEscapesWhatAPeerSent) {
     const std::string s = std::string("ab\n\x01", 4);
-    EXPECT_EQ(printable(s), "ab\\x0a\\x01");
-    EXPECT_EQ(printable(std::string(70, 'x')), std::string(60, 'x') + "...");
+    EXPECT_EQ(printable_bytes(s), "\"ab\\x0a\\x01\"");
+    EXPECT_EQ(printable_bytes(std::string(70, 'x')), '"' + std::string(64, 'x') + "\"...");
 }
 
 TEST(Payload, PatternDependsOnIterationAndSide) {
@@ -228,7 +230,7 @@ TEST(Stats, MedianPercentilesAndSpread) {
     for (int i = 1; i <= 1000; ++i) {
         samples.push_back(i);
     }
-    const LatencyStats s = compute_stats(samples);
+    const LatencyStats s = compute_latency_stats(samples);
     EXPECT_DOUBLE_EQ(s.min, 1);
     EXPECT_DOUBLE_EQ(s.max, 1000);
     EXPECT_DOUBLE_EQ(s.typical, 501) << "samples[n/2] of the sorted samples";
@@ -236,8 +238,8 @@ TEST(Stats, MedianPercentilesAndSpread) {
     EXPECT_DOUBLE_EQ(s.p99, 990) << "nearest rank: ceil(0.99 * 1000) = 990th";
     EXPECT_DOUBLE_EQ(s.p999, 999);
     EXPECT_NEAR(s.stdev, 288.675, 0.001);
-    EXPECT_DOUBLE_EQ(compute_stats({5}).p999, 5);
-    EXPECT_DOUBLE_EQ(compute_stats({}).typical, 0);
+    EXPECT_DOUBLE_EQ(compute_latency_stats({5}).p999, 5);
+    EXPECT_DOUBLE_EQ(compute_latency_stats({}).typical, 0);
 }
 
 }  // namespace

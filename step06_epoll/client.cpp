@@ -3,13 +3,11 @@
 #include "client.hpp"
 
 #include <poll.h>
-#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -22,22 +20,11 @@
 #include "measurements.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
+#include "tcp.hpp"
 
 namespace tutorial {
 
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-
-extern "C" void on_interrupt(int) {
-    g_interrupted = 1;
-}
-
-void check_interrupted() {
-    if (g_interrupted) {
-        throw TutorialError(kExitInterrupted, "interrupted");
-    }
-}
 
 /// The client's three ways to reap completions.
 class CompletionWaiter {
@@ -89,7 +76,7 @@ class CompletionWaiter {
                 return;
             }
             if ((spins & 1023) == 0) {
-                check_interrupted();
+                throw_if_stopped();
                 const auto now = Clock::now();
                 if (wake_at && now >= *wake_at) {
                     return;
@@ -117,7 +104,7 @@ class CompletionWaiter {
         if (rc < 0 && errno != EINTR) {
             throw std::system_error(errno, std::generic_category(), "ppoll");
         }
-        check_interrupted();
+        throw_if_stopped();
         return rc > 0;
     }
 
@@ -223,7 +210,7 @@ ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, PingPong& pingpong) {
     };
     //! [client_loop]
     while (!pingpong.complete()) {
-        check_interrupted();
+        throw_if_stopped();
         if (pingpong.ready_to_send()) {
             if (o.rate > 0) {
                 const auto slot =
@@ -284,14 +271,10 @@ int run_client(const Options& o) {
     if (!o.latency_file.empty()) {
         latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     }
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::sigaction(SIGTERM, &sa, nullptr);
+    install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
     EndpointConfig config = endpoint_config(o, o.mode != WaitMode::busy);
-    config.stop_flag = &g_interrupted;
+    config.stop_flag = &g_stop_signal;
     RDMAEndpoint ep(config);
     PingPong pingpong(ep, o, kClientSide);
     if (o.mode == WaitMode::event) {

@@ -24,7 +24,7 @@ namespace tutorial {
 // that "# iterations" gives.
 [[nodiscard]] inline std::string latency_file_text(std::size_t size,
                                                    std::span<const double> round_trips_usec) {
-    std::string text = std::string("# label: step04 busy poll\n# program: ") + kProgram +
+    std::string text = std::string("# label: ") + kLatencyLabel + "\n# program: " + kProgram +
                        "\n# size: " + std::to_string(size) +
                        "\n# iterations: " + std::to_string(round_trips_usec.size()) +
                        "\n# unit: usec one-way (round trip / 2)\n";

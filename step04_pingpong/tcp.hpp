@@ -57,8 +57,8 @@ class Socket {
 using Clock = std::chrono::steady_clock;
 
 // SIGINT/SIGTERM set this flag; every wait checks it, so ^C ends the program through main().
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int signal_number) {
+inline volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" inline void on_stop_signal(int signal_number) {
     g_stop_signal = signal_number;
 }
 

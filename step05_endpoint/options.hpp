@@ -219,6 +219,23 @@ inline void apply_option(Options& options, int c, const char* value) {
     }
 }
 
+// getopt's '?': an unknown option, or a long option given a value it does not take
+// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
+[[nodiscard]] inline std::string unknown_option_text(char** argv) {
+    const std::string arg = argv[optind - 1];
+    const char* cluster = argv[optind];  // still the current argument inside "-xy"
+    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
+                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
+    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
+        arg.find('=') != std::string::npos) {
+        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
+    }
+    if (optopt > 0 && optopt < 0x80) {
+        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
+    }
+    return "unknown option '" + arg + "'";
+}
+
 [[nodiscard]] inline Options parse_options(int argc, char** argv) {
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                           {"ib-port", required_argument, nullptr, 'i'},
@@ -251,12 +268,8 @@ inline void apply_option(Options& options, int c, const char* value) {
         if (c == ':') {
             throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
         }
-        if (c == '?') {  // optopt: the short option, or a long-only one's value (its
-                         // argv is done)
-            throw UsageError(optopt > 0 && optopt < 0x80
-                                 ? std::string("unknown option '-") + static_cast<char>(optopt) +
-                                       "'"
-                                 : std::string("unknown option '") + argv[optind - 1] + "'");
+        if (c == '?') {
+            throw UsageError(unknown_option_text(argv));
         }
         apply_option(options, c, optarg);
     }

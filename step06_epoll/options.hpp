@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -179,6 +180,23 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
     return true;
 }
 
+// getopt's '?': an unknown option, or a long option given a value it does not take
+// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
+[[nodiscard]] inline std::string unknown_option_text(char** argv) {
+    const std::string arg = argv[optind - 1];
+    const char* cluster = argv[optind];  // still the current argument inside "-xy"
+    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
+                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
+    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
+        arg.find('=') != std::string::npos) {
+        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
+    }
+    if (optopt > 0 && optopt < 0x80) {
+        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
+    }
+    return "unknown option '" + arg + "'";
+}
+
 /// step06's other options: --bind, --timeout, --check, the server's and the client's.
 inline void apply_option(Options& o, int c, std::string_view arg, bool& events, char** argv) {
     switch (c) {
@@ -223,11 +241,8 @@ inline void apply_option(Options& o, int c, std::string_view arg, bool& events, 
             break;
         case ':':
             throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default:  // optopt: the short option, or 0 for a long one (whose argv is then done)
-            throw UsageError(optopt > 0 && optopt < 0x80
-                                 ? std::string("unknown option '-") + static_cast<char>(optopt) +
-                                       "'"
-                                 : std::string("unknown option '") + argv[optind - 1] + "'");
+        default:
+            throw UsageError(unknown_option_text(argv));
     }
 }
 

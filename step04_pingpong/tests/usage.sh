@@ -12,6 +12,12 @@ run_cmd unknown "$prog" --no-such-option
 expect_exit unknown 2
 expect_line unknown err "step04_pingpong: unknown option '--no-such-option'"
 expect_match unknown err '^usage: '
+run_cmd novalue0 "$prog" --plain=yes
+expect_exit novalue0 2
+expect_line novalue0 err "step04_pingpong: option '--plain' takes no value"
+run_cmd novalue1 "$prog" --check=1
+expect_exit novalue1 2
+expect_line novalue1 err "step04_pingpong: option '--check' takes no value"
 run_cmd badport "$prog" -p 70000
 expect_exit badport 2
 expect_line badport err "step04_pingpong: --port must be a whole number from 1 to 65535 (got '70000')"

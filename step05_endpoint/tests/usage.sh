@@ -14,6 +14,12 @@ expect_line bad err "usage: step05_endpoint [options]          start a server an
 run_cmd badshort "$program" -x
 expect_exit badshort 2
 expect_line badshort err "step05_endpoint: unknown option '-x'"
+run_cmd novalue0 "$program" --check=1
+expect_exit novalue0 2
+expect_line novalue0 err "step05_endpoint: option '--check' takes no value"
+run_cmd novalue1 "$program" --rc-pingpong-compat=1
+expect_exit novalue1 2
+expect_line novalue1 err "step05_endpoint: option '--rc-pingpong-compat' takes no value"
 run_cmd badsize "$program" -s 4k
 expect_exit badsize 2
 expect_line badsize err "step05_endpoint: --size must be a whole number from 1 to 1073741824 (got '4k')"

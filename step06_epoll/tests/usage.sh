@@ -13,6 +13,9 @@ expect_match bad err '^usage: step06_epoll'
 run_cmd bad_short "$bin" -ex 127.0.0.1
 expect_exit bad_short 2
 expect_line bad_short err "step06_epoll: unknown option '-x'"
+run_cmd novalue0 "$bin" --check=yes
+expect_exit novalue0 2
+expect_line novalue0 err "step06_epoll: option '--check' takes no value"
 run_cmd badn "$bin" -n 12x 127.0.0.1
 expect_exit badn 2
 expect_line badn err "step06_epoll: invalid value '12x' for --iters (expected 1..1000000000)"

@@ -19,32 +19,12 @@ import pathlib
 import re
 import sys
 
-
-def step_dirs(root):
-    return sorted(p for p in root.glob("step0[1-9]_*") if p.is_dir())
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from name_drift import chapter_section, step_dirs  # noqa: E402  (one parser for both tests)
 
 
 def source_names(step):
     return {p.name for p in step.iterdir() if p.is_file() and p.suffix in (".cpp", ".hpp")}
-
-
-def chapter_section(chapter, title):
-    """The lines of the sections headed TITLE in CHAPTER (None when there is none)."""
-    if not chapter.is_file():
-        return None
-    lines = chapter.read_text(encoding="utf-8").splitlines()
-    body = None
-    for k, line in enumerate(lines):
-        m = re.match(r"^(#{1,6})\s+" + re.escape(title) + r"\s*(?:\{#[^}]*\})?\s*#*\s*$", line)
-        if m:
-            level = len(m.group(1))
-            body = body or []
-            for rest in lines[k + 1:]:
-                h = re.match(r"^(#{1,6})\s", rest)
-                if h and len(h.group(1)) <= level:
-                    break
-                body.append(rest)
-    return body
 
 
 def main(argv):

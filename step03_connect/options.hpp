@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -75,6 +76,23 @@ struct Options {
 
 enum LongOnlyOption { kOptBind = 256, kOptTimeout };
 
+// getopt's '?': an unknown option, or a long option given a value it does not take
+// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
+[[nodiscard]] inline std::string unknown_option_text(char** argv) {
+    const std::string arg = argv[optind - 1];
+    const char* cluster = argv[optind];  // still the current argument inside "-xy"
+    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
+                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
+    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
+        arg.find('=') != std::string::npos) {
+        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
+    }
+    if (optopt > 0 && optopt < 0x80) {
+        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
+    }
+    return "unknown option '" + arg + "'";
+}
+
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
 inline void apply_option(Options& options, int c, char** argv) {
     switch (c) {
@@ -119,9 +137,7 @@ inline void apply_option(Options& options, int c, char** argv) {
         case ':':
             throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
         default:
-            throw UsageError(
-                optopt != 0 ? std::string("unknown option '-") + static_cast<char>(optopt) + "'"
-                            : std::string("unknown option '") + argv[optind - 1] + "'");
+            throw UsageError(unknown_option_text(argv));
     }
 }
 

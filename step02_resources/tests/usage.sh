@@ -14,6 +14,9 @@ run_cmd unknown "$prog" --frobnicate
 expect_exit unknown 2
 expect_line unknown err "step02_resources: unknown option '--frobnicate'"
 expect_line unknown err "usage: step02_resources [options]"
+run_cmd novalue "$prog" --help=1
+expect_exit novalue 2
+expect_line novalue err "step02_resources: option '--help' takes no value"
 [[ ! -s $TEST_TMP/unknown.out ]] || fail "unknown: stdout should be empty"
 
 run_cmd size0 "$prog" -s 0

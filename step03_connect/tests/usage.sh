@@ -9,6 +9,9 @@ expect_match help out '^usage: step03_connect \[options\] +start a server'
 run_cmd unknown "$prog" --no-such-option
 expect_exit unknown 2
 expect_line unknown err "step03_connect: unknown option '--no-such-option'"
+run_cmd novalue "$prog" --help=1
+expect_exit novalue 2
+expect_line novalue err "step03_connect: option '--help' takes no value"
 expect_match unknown err '^usage: '
 run_cmd badport "$prog" -p 70000
 expect_exit badport 2

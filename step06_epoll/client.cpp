@@ -49,7 +49,6 @@ class CompletionWaiter {
                 break;
         }
     }
-    [[nodiscard]] std::uint64_t lost_wakeups() const { return ep_.events().safety_net_finds(); }
 
   private:
     template <typename Handle>

@@ -165,7 +165,6 @@ class PingPong {
     [[nodiscard]] std::uint32_t received() const { return received_; }
     [[nodiscard]] std::uint32_t sent() const { return sent_; }
     [[nodiscard]] std::uint32_t verified() const { return verified_; }
-    [[nodiscard]] std::uint32_t iters() const { return iters_; }
     [[nodiscard]] Clock::time_point last_send() const { return last_send_; }
     [[nodiscard]] Clock::time_point last_receive() const { return last_receive_; }
 

@@ -32,8 +32,10 @@ namespace tutorial {
 Socket listen_for_clients(const Options& o) {
     Socket listener = listen_on(o.bind_address, o.tcp_port);
     const int flags = ::fcntl(listener.get(), F_GETFL);
-    if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK) != 0 ||
-        ::listen(listener.get(), 64) != 0) {
+    if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+        throw std::system_error(errno, std::generic_category(), "fcntl(O_NONBLOCK)");
+    }
+    if (::listen(listener.get(), 64) != 0) {
         throw std::system_error(errno, std::generic_category(), "listen");
     }
     return listener;

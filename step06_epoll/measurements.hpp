@@ -83,8 +83,8 @@ inline std::string mode_label(const Options& o) {
 /// decimals (the samples the latency table summarises, in the order measured).
 inline std::string latency_file_text(const std::string& mode, std::size_t size,
                                      std::span<const double> one_way_us) {
-    std::string text = "# label: step06 " + mode + "\n# program: " + kProgram +
-                       "\n# size: " + std::to_string(size) +
+    std::string text = std::string("# label: ") + kStepLabel + " " + mode +
+                       "\n# program: " + kProgram + "\n# size: " + std::to_string(size) +
                        "\n# iterations: " + std::to_string(one_way_us.size()) +
                        "\n# unit: usec one-way (round trip / 2)\n";
     char line[64];

@@ -19,6 +19,7 @@
 namespace tutorial {
 
 constexpr const char* kProgram = "step06_epoll";
+constexpr const char* kStepLabel = "step06";  // --latency-file's "# label: step06 event mode"
 
 enum class WaitMode { busy, event, spin };
 

@@ -1,0 +1,123 @@
+// The TCP handshake (both sides' QP details) and connect_to_peer, which ends in RTS.
+#pragma once
+
+#include "check.hpp"
+#include "device.hpp"
+#include "errors.hpp"
+#include "local_port.hpp"
+#include "options.hpp"
+#include "qp_transitions.hpp"
+#include "resources.hpp"
+#include "tcp.hpp"
+#include "wc_status.hpp"
+#include "wire_format.hpp"
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tutorial {
+
+//! [handshake]
+// Reads the peer's 52-byte message and parses it strictly; anything else is a peer error that
+// shows what arrived.
+[[nodiscard]] inline QpEndpointInfo receive_endpoint_info(const Socket& peer,
+                                                          const std::string& peer_name,
+                                                          std::chrono::seconds timeout) {
+    WireMessage message{};
+    const std::size_t got = receive_all(peer, message, timeout, "the peer's QP address");
+    const std::span<const char> bytes(message.data(), got);
+    if (got == 0) {
+        throw TutorialError(kExitPeer,
+                            peer_name + " closed the connection before sending its QP address",
+                            "the peer failed before the handshake: look at its own error message");
+    }
+    std::string error;
+    const std::optional<QpEndpointInfo> info = parse_wire_message(bytes, error);
+    if (!info) {
+        throw TutorialError(
+            kExitPeer,
+            "bad handshake from " + peer_name + ": " + error + "; received " + std::to_string(got) +
+                " bytes: " + printable_bytes(bytes),
+            "the peer must speak ibv_rc_pingpong's format LID:QPN:PSN:GID (52 bytes)");
+    }
+    return *info;
+}
+
+// Client side: send ours, read theirs, connect our QP (connect_qp), then "done".
+// Our QP is in RTR before "done", so the server may send as soon as it reads it.
+template <typename ConnectQp>
+[[nodiscard]] inline QpEndpointInfo client_handshake(const Socket& server,
+                                                     const std::string& server_name,
+                                                     const QpEndpointInfo& local,
+                                                     std::chrono::seconds timeout,
+                                                     ConnectQp connect_qp) {
+    // One send() for the whole message: ibv_rc_pingpong's server takes it in a single read().
+    const WireMessage message = format_wire_message(local);
+    send_all(server, message, timeout, "our QP address");
+    const QpEndpointInfo remote = receive_endpoint_info(server, server_name, timeout);
+    connect_qp(remote);
+    send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), timeout, "\"done\"");
+    return remote;
+}
+
+// Server side: read theirs, connect our QP, answer with ours, wait for "done".
+// The server connects before it answers: the client may send right after it has our address.
+template <typename ConnectQp>
+[[nodiscard]] inline QpEndpointInfo server_handshake(const Socket& client,
+                                                     const std::string& client_name,
+                                                     const QpEndpointInfo& local,
+                                                     std::chrono::seconds timeout,
+                                                     ConnectQp connect_qp) {
+    const QpEndpointInfo remote = receive_endpoint_info(client, client_name, timeout);
+    connect_qp(remote);
+    const WireMessage message = format_wire_message(local);
+    send_all(client, message, timeout, "our QP address");
+    std::array<char, sizeof kDoneMessage> done{};
+    const std::size_t got = receive_all(client, done, timeout, "\"done\"");
+    if (got != done.size() || std::memcmp(done.data(), kDoneMessage, done.size()) != 0) {
+        throw TutorialError(
+            kExitPeer, "bad handshake from " + client_name +
+                           ": expected \"done\" and a NUL, received " + std::to_string(got) +
+                           " bytes: " + printable_bytes(std::span<const char>(done.data(), got)));
+    }
+    return remote;
+}
+//! [handshake]
+
+//! [connect]
+// Both roles: TCP connect or accept, then the handshake, which calls connect_qp in the middle.
+inline void connect_to_peer(const Resources& resources, const LocalPort& port,
+                            const Options& options, const QpEndpointInfo& local) {
+    const std::chrono::seconds timeout(options.timeout_seconds);
+    print_address("local address: ", local);
+    const auto connect = [&](const QpEndpointInfo& remote) {
+        print_address("remote address:", remote);
+        connect_qp(resources.qp.get(), port, options, local, remote);
+    };
+    std::string peer_name;
+    if (!options.host.empty()) {
+        const Socket server = connect_to(options.host, options.tcp_port, timeout, peer_name);
+        (void)client_handshake(server, peer_name, local, timeout, connect);
+        agree_on_check(server, peer_name, true, options.check, timeout);
+    } else {
+        const Socket listener = listen_on(options.bind_address, options.tcp_port);
+        std::printf("waiting for a client on port %d\n", options.tcp_port);
+        std::fflush(stdout);
+        const Socket client = accept_client(listener, options.tcp_port, timeout, peer_name);
+        (void)server_handshake(client, peer_name, local, timeout, connect);
+        agree_on_check(client, peer_name, false, options.check, timeout);
+    }
+}  // the QPs are connected: TCP has done its job, and the sockets close here
+//! [connect]
+
+}  // namespace tutorial

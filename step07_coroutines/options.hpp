@@ -1,0 +1,304 @@
+// The program's name, its options and their parser: step06's, under step07's name.
+#pragma once
+
+#include "errors.hpp"
+
+#include <getopt.h>
+#include <infiniband/verbs.h>
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace tutorial {
+
+constexpr const char* kProgram = "step07_coroutines";
+constexpr const char* kStepLabel = "step07";  // --latency-file's "# label: step07 event mode"
+
+enum class WaitMode { busy, event, spin };
+
+struct Options {
+    std::string device_name;  // empty: the first device
+    int ib_port = 1;
+    int gid_index = -1;
+    std::size_t size = 4096;
+    std::uint32_t iters = 1000;
+    int mtu = 1024;
+    int rx_depth = 500;
+    int tx_depth = 16;
+    std::uint32_t cq_depth = 0;  // 0: rx-depth + tx-depth
+    int tcp_port = 18515;
+    bool verbose = false;
+    bool help = false;
+    int timeout_seconds = 10;
+    bool check = false;
+    std::string host;  // empty: server
+    std::string bind_address;
+    // server
+    std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
+    std::uint32_t ack_batch = 16;
+    int safety_ms = 100;
+    // client
+    WaitMode mode = WaitMode::busy;
+    std::uint32_t spin_us = 0;
+    std::uint32_t rate = 0;    // messages per second; 0: as fast as possible
+    std::string latency_file;  // empty: none
+};
+
+[[nodiscard]] inline std::string usage_text() {
+    return R"(usage: step07_coroutines [options]        start a server (many clients, one thread, a coroutine each)
+       step07_coroutines [options] HOST  start a client and ping-pong with HOST
+
+  -d, --ib-dev=DEV       use RDMA device DEV (default: the first one)
+  -i, --ib-port=PORT     use port PORT of the device (default 1)
+  -g, --gid-idx=IDX      use GID index IDX (default: chosen automatically)
+  -s, --size=BYTES       message size (default 4096)
+  -n, --iters=N          messages per client (default 1000)
+  -m, --mtu=MTU          path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
+  -r, --rx-depth=N       receives kept posted (default 500)
+  -t, --tx-depth=N       send queue depth (default 16)
+  -c, --cq-depth=N       CQ entries (default rx-depth + tx-depth)
+  -p, --port=PORT        TCP port (default 18515)
+      --bind=ADDR        server: listen on ADDR (default: all)
+      --timeout=S        handshake and wait timeout in seconds (default 10)
+      --check            fill every message with a pattern and verify it (both sides)
+      --spin-us=N        poll for up to N microseconds before sleeping (as rsocket): the client
+                         then arms its CQ and sleeps; the server polls its connected clients'
+                         CQs, restarting the window whenever it finds work (costs a core)
+  server:
+      --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
+      --ack-batch=N      acknowledge CQ events at least every N events (default 16)
+      --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
+  client:
+  -e, --events           sleep on completion events instead of busy polling
+      --rate=N           pace the client to N messages per second
+      --latency-file=PATH
+                         write every iteration's one-way latency (usec, round trip / 2) to
+                         PATH, one per line after '# ' comment lines (for plotting)
+  -v, --verbose          print more
+  -h, --help             print this help
+)";
+}
+
+template <typename T>
+[[nodiscard]] T parse_number(std::string_view text, const char* option, T min, T max) {
+    long long value = 0;
+    const auto* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc{} || ptr != end || value < static_cast<long long>(min) ||
+        value > static_cast<long long>(max)) {
+        throw UsageError("invalid value '" + std::string(text) + "' for " + option + " (expected " +
+                         std::to_string(static_cast<long long>(min)) + ".." +
+                         std::to_string(static_cast<long long>(max)) + ")");
+    }
+    return static_cast<T>(value);
+}
+
+//! [options]
+enum LongOnlyOption : int {
+    kBind = 1000,
+    kTimeout,
+    kCheck,
+    kExitAfter,
+    kAckBatch,
+    kSafetyMs,
+    kSpinUs,
+    kRate,
+    kLatencyFile
+};
+
+inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
+                                      {"ib-port", required_argument, nullptr, 'i'},
+                                      {"gid-idx", required_argument, nullptr, 'g'},
+                                      {"size", required_argument, nullptr, 's'},
+                                      {"iters", required_argument, nullptr, 'n'},
+                                      {"mtu", required_argument, nullptr, 'm'},
+                                      {"rx-depth", required_argument, nullptr, 'r'},
+                                      {"tx-depth", required_argument, nullptr, 't'},
+                                      {"cq-depth", required_argument, nullptr, 'c'},
+                                      {"port", required_argument, nullptr, 'p'},
+                                      {"bind", required_argument, nullptr, kBind},
+                                      {"timeout", required_argument, nullptr, kTimeout},
+                                      {"check", no_argument, nullptr, kCheck},
+                                      {"exit-after", required_argument, nullptr, kExitAfter},
+                                      {"ack-batch", required_argument, nullptr, kAckBatch},
+                                      {"safety-ms", required_argument, nullptr, kSafetyMs},
+                                      {"events", no_argument, nullptr, 'e'},
+                                      {"spin-us", required_argument, nullptr, kSpinUs},
+                                      {"rate", required_argument, nullptr, kRate},
+                                      {"latency-file", required_argument, nullptr, kLatencyFile},
+                                      {"verbose", no_argument, nullptr, 'v'},
+                                      {"help", no_argument, nullptr, 'h'},
+                                      {nullptr, 0, nullptr, 0}};
+
+/// The options of every step's ping-pong: device, port, GID, sizes, depths, TCP port.
+/// False when `c` is not one of them.
+inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
+    switch (c) {
+        case 'd':
+            o.device_name = arg;
+            break;
+        case 'i':
+            o.ib_port = parse_number<int>(arg, "--ib-port", 1, 255);
+            break;
+        case 'g':
+            o.gid_index = parse_number<int>(arg, "--gid-idx", 0, 255);
+            break;
+        case 's':
+            o.size = parse_number<std::size_t>(arg, "--size", 1, 1 << 30);
+            break;
+        case 'n':
+            o.iters = parse_number<std::uint32_t>(arg, "--iters", 1, 1'000'000'000);
+            break;
+        case 'm':
+            o.mtu = parse_number<int>(arg, "--mtu", 256, 4096);
+            if (o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096) {
+                throw UsageError("invalid value '" + std::string(arg) +
+                                 "' for --mtu (expected 256, 512, 1024, 2048 or 4096)");
+            }
+            break;
+        case 'r':
+            o.rx_depth = parse_number<int>(arg, "--rx-depth", 1, 1 << 20);
+            break;
+        case 't':
+            o.tx_depth = parse_number<int>(arg, "--tx-depth", 1, 1 << 20);
+            break;
+        case 'c':
+            o.cq_depth = parse_number<std::uint32_t>(arg, "--cq-depth", 4, 1 << 22);
+            break;
+        case 'p':
+            o.tcp_port = parse_number<int>(arg, "--port", 1, 65535);
+            break;
+        default:
+            return false;
+    }
+    return true;
+}
+
+// getopt's '?': an unknown option, or a long option given a value it does not take
+// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
+[[nodiscard]] inline std::string unknown_option_text(char** argv) {
+    const std::string arg = argv[optind - 1];
+    const char* cluster = argv[optind];  // still the current argument inside "-xy"
+    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
+                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
+    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
+        arg.find('=') != std::string::npos) {
+        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
+    }
+    if (optopt > 0 && optopt < 0x80) {
+        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
+    }
+    return "unknown option '" + arg + "'";
+}
+
+/// step06's other options: --bind, --timeout, --check, the server's and the client's.
+inline void apply_option(Options& o, int c, std::string_view arg, bool& events, char** argv) {
+    switch (c) {
+        case kBind:
+            o.bind_address = arg;
+            break;
+        case kTimeout:
+            o.timeout_seconds = parse_number<int>(arg, "--timeout", 1, 3600);
+            break;
+        case kCheck:
+            o.check = true;
+            break;
+        case kExitAfter:
+            o.exit_after = parse_number<std::uint32_t>(arg, "--exit-after", 1, 1'000'000);
+            break;
+        case kAckBatch:
+            o.ack_batch = parse_number<std::uint32_t>(arg, "--ack-batch", 1, 1 << 20);
+            break;
+        case kSafetyMs:
+            o.safety_ms = parse_number<int>(arg, "--safety-ms", 1, 60'000);
+            break;
+        case 'e':
+            events = true;
+            break;
+        case kSpinUs:
+            o.spin_us = parse_number<std::uint32_t>(arg, "--spin-us", 0, 10'000'000);
+            break;
+        case kLatencyFile:
+            if (arg.empty()) {
+                throw UsageError("--latency-file needs a file name");
+            }
+            o.latency_file = arg;
+            break;
+        case kRate:
+            o.rate = parse_number<std::uint32_t>(arg, "--rate", 1, 10'000'000);
+            break;
+        case 'v':
+            o.verbose = true;
+            break;
+        case 'h':
+            o.help = true;
+            break;
+        case ':':
+            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+        default:
+            throw UsageError(unknown_option_text(argv));
+    }
+}
+
+/// The options that only a server, or only a client, takes.
+inline void check_option_combinations(Options& o, bool events) {
+    o.mode = o.spin_us > 0 ? WaitMode::spin : (events ? WaitMode::event : WaitMode::busy);
+    if (o.host.empty() && (events || o.rate > 0 || !o.latency_file.empty())) {
+        throw UsageError("-e, --rate and --latency-file are client options (give a HOST)");
+    }
+    if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
+        throw UsageError("--exit-after and --bind are server options (drop the HOST)");
+    }
+    if (o.cq_depth != 0 && o.cq_depth < 4) {
+        throw UsageError("--cq-depth must be at least 4");
+    }
+}
+
+inline Options parse_options(int argc, char** argv) {
+    Options o;
+    bool events = false;
+    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
+    opterr = 0;
+    for (;;) {
+        const int c = getopt_long(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", kLongOptions, nullptr);
+        if (c == -1) {
+            break;
+        }
+        const std::string_view arg = optarg ? optarg : "";
+        if (!apply_pingpong_option(o, c, arg)) {
+            apply_option(o, c, arg, events, argv);
+        }
+    }
+    if (optind < argc) {
+        o.host = argv[optind++];
+    }
+    if (optind < argc) {
+        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    }
+    check_option_combinations(o, events);
+    return o;
+}
+//! [options]
+
+inline ibv_mtu to_ibv_mtu(int mtu) {
+    switch (mtu) {
+        case 256:
+            return IBV_MTU_256;
+        case 512:
+            return IBV_MTU_512;
+        case 2048:
+            return IBV_MTU_2048;
+        case 4096:
+            return IBV_MTU_4096;
+        default:
+            return IBV_MTU_1024;
+    }
+}
+
+}  // namespace tutorial

@@ -1,0 +1,435 @@
+// Step 06: step05's RDMAEndpoint, extended with a completion channel (O_NONBLOCK fd) and its
+// events.
+#pragma once
+
+#include "cq_events.hpp"
+#include "errors.hpp"
+#include "gid.hpp"
+#include "resources.hpp"
+#include "verbs_raii.hpp"
+#include "wire_format.hpp"
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace tutorial {
+
+class Socket;  // tcp.hpp
+
+/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
+///
+/// what() reads like `work completion failed: IBV_WC_REM_ACCESS_ERR (status 10) for wr_id 7
+/// (RDMA WRITE)`; hint() names the likely cause. The exit code is kExitRdma.
+class WorkCompletionError : public TutorialError {
+  public:
+    /// \param wc the failed completion, copied
+    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \brief The completion's status, e.g. IBV_WC_REM_ACCESS_ERR.
+    [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
+    /// \brief The status's name as libibverbs spells it (ibv_wc_status_str), e.g. "remote access
+    /// error".
+    [[nodiscard]] const char* status_str() const noexcept { return ibv_wc_status_str(wc_.status); }
+    /// \brief The status's enum name, e.g. "IBV_WC_REM_ACCESS_ERR".
+    [[nodiscard]] static const char* status_name(ibv_wc_status status) noexcept;
+    /// \brief The wr_id of the failed work request.
+    [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
+    /// \brief The whole completion, for vendor_err and friends.
+    [[nodiscard]] const ibv_wc& completion() const noexcept { return wc_; }
+    /// \brief The most likely cause of a status, in one line.
+    [[nodiscard]] static const char* likely_cause(ibv_wc_status status) noexcept;
+
+  private:
+    ibv_wc wc_;
+};
+
+/// \brief What one side tells the other to connect an RC QP and, in v3, to address its buffer
+/// and to agree on the run: step04's QpEndpointInfo (LID, QPN, PSN, GID, all that
+/// ibv_rc_pingpong's message carries), and what only handshake v3 carries.
+struct PeerInfo : QpEndpointInfo {
+    ibv_mtu mtu = IBV_MTU_1024;      ///< v3 only: the largest path MTU this side accepts
+    std::uint64_t addr = 0;          ///< v3 only: the buffer's virtual address
+    std::uint32_t rkey = 0;          ///< v3 only: the buffer's remote key (0 = no remote access)
+    std::uint64_t length = 0;        ///< v3 only: the buffer's length in bytes
+    std::uint32_t message_size = 0;  ///< v3 only: the program's -s (0: not said)
+    std::uint32_t iterations = 0;    ///< v3 only: the program's -n (0: not said)
+    bool operator==(const PeerInfo& other) const noexcept;
+};
+
+//! [handshake-v3]
+/// \brief Handshake v3, the endpoint's own wire format. 64 bytes, every field big-endian:
+///
+/// | offset | size | field                                        |
+/// |-------:|-----:|----------------------------------------------|
+/// |      0 |    4 | magic 0x52444d41 ("RDMA")                    |
+/// |      4 |    2 | version, 3                                   |
+/// |      6 |    2 | LID                                          |
+/// |      8 |    4 | QPN (≤ 0xffffff)                             |
+/// |     12 |    4 | PSN (≤ 0xffffff)                             |
+/// |     16 |   16 | GID, raw bytes                               |
+/// |     32 |    1 | MTU as enum ibv_mtu (1..5 = 256..4096)       |
+/// |     33 |    3 | reserved, zero                               |
+/// |     36 |    4 | message size, the program's -s (0: not said) |
+/// |     40 |    8 | buffer address                               |
+/// |     48 |    4 | rkey                                         |
+/// |     52 |    4 | iterations, the program's -n (0: not said)   |
+/// |     56 |    8 | buffer length (> 0, addr + length ≤ 2^64)   |
+///
+/// Version 2 had the same layout with bytes 36..39 and 52..55 reserved: it could not tell a
+/// mismatch of -s or -n, so a v3 side refuses it.
+inline constexpr std::uint32_t kHandshakeMagic = 0x52444d41;  // "RDMA"
+inline constexpr std::uint16_t kHandshakeVersion = 3;
+inline constexpr std::size_t kHandshakeV3Size = 64;
+using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
+//! [handshake-v3]
+
+/// \brief Encodes \p info as a handshake v3 message.
+/// \par Thread safety: a pure function.
+[[nodiscard]] HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept;
+
+/// \brief Decodes and strictly validates a handshake v3 message.
+/// \param bytes exactly kHandshakeV3Size bytes
+/// \throws TutorialError (kExitPeer) naming what is wrong: the length, the magic (with what was
+///         received), the version (both), a reserved byte, or a field out of range
+/// \par Thread safety: a pure function.
+[[nodiscard]] PeerInfo decode_handshake_v3(std::span<const std::byte> bytes);
+
+/// \brief Compares the -s and -n both sides announced in handshake v3 (a 0 is not compared).
+/// \param mine this side's local_info()
+/// \param theirs the peer's
+/// \param server true on the side that accepted the connection
+/// \return empty when they agree; else one line naming the options and both values, e.g.
+///         "the client uses -n 2000, this server -n 1000: both sides must use the same -n"
+/// \par Thread safety: a pure function.
+[[nodiscard]] std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs,
+                                                bool server);
+
+/// \brief Which handshake the endpoint speaks on the TCP connection.
+enum class HandshakeFormat {
+    v3,          ///< the 64-byte versioned message: the buffer's address, rkey, length, -s and -n
+    rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, no -s or -n
+};
+
+/// \brief Everything the RDMAEndpoint constructor needs.
+struct EndpointConfig {
+    std::string device_name;              ///< empty: the first device
+    std::uint8_t port = 1;                ///< the port number, from 1
+    int gid_index = -1;                   ///< negative: choose_gid() over the port's table
+    std::size_t buffer_size = 4096;       ///< the registered buffer's size in bytes (> 0)
+    std::uint32_t tx_depth = 1;           ///< send queue depth: outstanding sends, writes and reads
+    std::uint32_t rx_depth = 500;         ///< receive queue depth
+    int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
+                                          ///< one-sided peers (they also go to the QP)
+    ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
+    HandshakeFormat handshake = HandshakeFormat::v3;  ///< the wire format of connect/accept
+    std::uint32_t message_size = 0;  ///< v3: the program's -s, checked against the peer's (0: none)
+    std::uint32_t iterations = 0;    ///< v3: the program's -n, checked against the peer's (0: none)
+    std::chrono::milliseconds timeout{10000};  ///< for connect, accept, handshake reads and waits
+    /// When set, every wait also ends, with TutorialError(kExitInterrupted), once *stop_flag
+    /// is non-zero (a SIGINT handler sets it).
+    const volatile std::sig_atomic_t* stop_flag = nullptr;
+    //! [config]
+    // New in step06:
+    std::uint32_t cq_depth = 0;       ///< CQ entries; 0: tx_depth + rx_depth
+    bool completion_channel = false;  ///< bind the CQ to an O_NONBLOCK completion channel
+    std::uint32_t ack_batch = 16;     ///< ibv_ack_cq_events at least every ack_batch events
+    //! [config]
+};
+
+/// \brief The owner of a completion channel, in verbs_raii.hpp's shape (step06).
+inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
+using CompletionChannel =
+    std::unique_ptr<ibv_comp_channel,
+                    VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
+
+/// \brief An RC queue pair with its own registered buffer: the tutorial's reusable class.
+///
+/// It owns, parent-first, the device context, a protection domain, a page-aligned buffer, its
+/// memory region, one completion queue and one RC QP. A constructed endpoint is in INIT; after
+/// connect_to_peer() or accept_peer() (or connect() with known peer data) it is in RTS and can
+/// post sends, one-sided writes and reads. Receives may be posted from INIT on.
+///
+/// \par Thread safety
+/// One endpoint must be used by one thread at a time: it keeps unsynchronised state (the
+/// completion stash). Distinct endpoints are independent and may be used from distinct threads.
+class RDMAEndpoint {
+  public:
+    /// \brief Opens the device, allocates and registers the buffer, creates the CQ and QP and
+    /// moves the QP to INIT.
+    /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device or port),
+    ///         kExitUsage (a depth or size over a device limit; the message names the limit)
+    /// \throws std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
+    /// Nothing leaks when it throws: every resource already made has an owner.
+    explicit RDMAEndpoint(const EndpointConfig& config);
+
+    /// \brief Moves every resource; \p other is left empty (valid() false) and safe to destroy.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept;
+    /// \brief Releases this endpoint's resources, then takes \p other's.
+    RDMAEndpoint& operator=(RDMAEndpoint&& other) noexcept;
+    RDMAEndpoint(const RDMAEndpoint&) = delete;
+    RDMAEndpoint& operator=(const RDMAEndpoint&) = delete;
+    /// \brief Destroys QP, CQ, MR, buffer, PD and context in that order; a failure is reported
+    /// on stderr with "destroy failed:", never thrown.
+    ~RDMAEndpoint();
+
+    /// \brief False for a moved-from endpoint.
+    [[nodiscard]] bool valid() const noexcept { return resources_.qp != nullptr; }
+    /// \brief True once the QP is in RTS.
+    [[nodiscard]] bool connected() const noexcept {
+        return resources_.qp != nullptr && remote_.has_value();
+    }
+
+    /// \brief Connects as the client: TCP to \p host:\p port, the handshake, RTR and RTS.
+    /// \throws TutorialError kExitPeer (refused, closed, bad handshake, or in v3 a -s or -n that
+    ///         differs from the peer's: describe_run_mismatch()), kExitTimeout
+    /// \throws std::system_error naming the verb or socket call that failed
+    void connect_to_peer(const std::string& host, std::uint16_t port);
+
+    /// \brief Connects as the server: listens on \p bind_address:\p port (empty = any), accepts
+    /// one client, does the handshake, RTR and RTS.
+    /// \throws as connect_to_peer(); kExitPeer also when the port is in use
+    void accept_peer(std::uint16_t port, const std::string& bind_address = {});
+
+    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU, the buffer (rkey 0 when the
+    /// MR grants no remote access) and the config's message_size and iterations.
+    /// \throws std::logic_error on a moved-from endpoint
+    [[nodiscard]] PeerInfo local_info() const;
+
+    /// \brief Moves the QP to RTR then RTS towards \p remote, without any socket: for peers that
+    /// learnt each other's PeerInfo in some other way, or for a QP connected to itself.
+    /// \throws std::system_error ("ibv_modify_qp RTR"/"ibv_modify_qp RTS")
+    /// \throws std::logic_error when already connected or moved-from
+    void connect(const PeerInfo& remote);
+
+    /// \brief The peer's data, once connected.
+    [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
+
+    /// \brief The registered buffer.
+    [[nodiscard]] std::span<std::byte> buffer() noexcept;
+    /// \brief Largest payload the QP sends inline (queried after creation).
+    [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return max_inline_data_; }
+    /// \brief The raw handles, for code that goes beyond the class.
+    [[nodiscard]] ibv_qp* qp() const noexcept { return resources_.qp.get(); }
+    [[nodiscard]] ibv_cq* cq() const noexcept { return resources_.cq.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_mr* mr() const noexcept { return resources_.mr.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_context* context() const noexcept {
+        return resources_.context.get();
+    }  ///< \copybrief qp()
+    /// \brief The path MTU in use once connected (or the configured one before).
+    [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
+    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
+    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
+    /// \brief The device's name, e.g. "rxe0".
+    [[nodiscard]] const std::string& device_name() const noexcept { return device_name_; }
+
+    /// \brief Posts a SEND of buffer()[offset, offset+length); inline when the length fits
+    /// max_inline_data().
+    /// \param wr_id returned in the completion
+    /// \param offset where the message starts in buffer()
+    /// \param length bytes to send (0 is allowed)
+    /// \param signaled false: no completion for this send (an unsignaled send's queue slot is
+    ///        freed when a later signaled send completes; signal at least every tx_depth sends)
+    /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
+    ///         std::system_error ("ibv_post_send")
+    //! [post-send]
+    void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   bool signaled = true) {
+        require_connected("post_send");
+        check_local_range(offset, length, "post_send");
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+        post_to_send_queue(wr, offset, length);
+    }
+    //! [post-send]
+
+    /// \brief Posts one receive into buffer()[offset, offset+length). Allowed from INIT on, so
+    /// that receives are ready before the peer's first send.
+    /// \throws std::out_of_range outside the buffer; std::system_error ("ibv_post_recv")
+    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length);
+
+    /// \brief Posts \p count receives, all into buffer()[offset, offset+length) and all with
+    /// \p wr_id, chained in as few ibv_post_recv calls as possible.
+    /// \throws as post_recv()
+    void post_recv_batch(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                         std::size_t count);
+
+    /// \brief One-sided RDMA WRITE of local [local_offset, +length) to the peer's buffer at
+    /// remote_offset. The peer gets no completion.
+    /// \throws std::logic_error before connecting or when the peer advertised no rkey;
+    ///         std::out_of_range when either range leaves its buffer (checked before posting);
+    ///         std::system_error ("ibv_post_send")
+    void post_write(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                    std::size_t length);
+
+    /// \brief RDMA WRITE with immediate: like post_write(), and the peer's next receive completes
+    /// with opcode IBV_WC_RECV_RDMA_WITH_IMM and \p imm_data (host byte order on both sides).
+    /// A zero \p length is allowed: a pure notification.
+    /// \throws as post_write()
+    void post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
+                             std::size_t remote_offset, std::size_t length, std::uint32_t imm_data);
+
+    /// \brief One-sided RDMA READ of the peer's [remote_offset, +length) into local
+    /// [local_offset, +length).
+    /// \throws as post_write()
+    void post_read(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                   std::size_t length);
+
+    /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
+    /// are stashed, each wr_id in its own FIFO, for later calls.
+    /// \param wr_id the work request to wait for
+    /// \param timeout how long to wait; the default is the config's timeout
+    /// \throws WorkCompletionError when a completion (of any wr_id) failed;
+    ///         TutorialError (kExitTimeout) when nothing came in time;
+    ///         std::system_error ("ibv_poll_cq")
+    ibv_wc poll_completion(std::uint64_t wr_id,
+                           std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Waits for the next send-queue completion (SEND, WRITE, READ), whatever its wr_id.
+    /// \throws as poll_completion()
+    ibv_wc poll_send_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Waits for the next receive completion (RECV or RECV_RDMA_WITH_IMM).
+    /// \throws as poll_completion()
+    ibv_wc poll_recv_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+    /// \brief Non-blocking: fills \p completions with stashed completions first, then with what
+    /// the CQ has, and returns how many it filled (0 when none is ready).
+    /// \throws WorkCompletionError on a failed completion (the good ones in the same batch stay
+    ///         stashed for the next call); std::system_error ("ibv_poll_cq"); std::logic_error on
+    ///         a moved-from endpoint
+    //! [try-poll]
+    // Inline, the common case first: with nothing stashed, a poll costs what step04's hand-written
+    // loop pays (one ibv_poll_cq and a status test per completion); the rest is out of line.
+    std::size_t try_poll(std::span<ibv_wc> completions) {
+        if (stashed_ != 0 || !valid()) [[unlikely]]
+            return try_poll_stashed(completions);
+        const int n = ibv_poll_cq(resources_.cq.get(), static_cast<int>(completions.size()),
+                                  completions.data());
+        for (int i = 0; i < n; ++i) {
+            if (completions[static_cast<std::size_t>(i)].status != IBV_WC_SUCCESS) [[unlikely]]
+                stash_good_and_throw(completions.first(static_cast<std::size_t>(n)));
+        }
+        if (n < 0) [[unlikely]]
+            throw_poll_failed();
+        return static_cast<std::size_t>(n);
+    }
+    //! [try-poll]
+
+    /// \name The completion channel (step06); only with EndpointConfig::completion_channel.
+    /// @{
+    /// \brief The channel's fd, O_NONBLOCK, for poll(2)/epoll(7); -1 without a channel.
+    [[nodiscard]] int channel_fd() const noexcept { return channel_ ? channel_->fd : -1; }
+    /// \brief ibv_req_notify_cq(cq, 0): the next completion raises one event (one-shot).
+    /// \throws std::system_error ("ibv_req_notify_cq")
+    void request_notify();
+    /// \brief ibv_get_cq_event(): true when it took an event (count it in events()), false when
+    /// none is queued (EAGAIN).
+    /// \throws std::system_error ("ibv_get_cq_event"); std::logic_error without a channel
+    [[nodiscard]] bool get_event();
+    /// \brief ibv_ack_cq_events(cq, \p count). The destructor acks whatever is left.
+    void ack(std::uint32_t count) noexcept;
+    /// \brief The same as try_poll(), under the name service_channel() expects.
+    [[nodiscard]] int poll(std::span<ibv_wc> completions) {
+        return static_cast<int>(try_poll(completions));
+    }
+    /// \brief The CQ's event bookkeeping: received, acked, re-arms, drains, safety-net finds.
+    [[nodiscard]] CqEventTracker& events() noexcept { return events_; }
+    [[nodiscard]] const CqEventTracker& events() const noexcept {
+        return events_;
+    }  ///< \copybrief events()
+       /// @}
+
+  private:
+    friend struct EndpointTestAccess;  // lets the tests post an unchecked remote range
+
+    // Every post checks first, inline: a compare or two on the hot path, the throw out of line.
+    void require_connected(const char* what) const {
+        if (!connected()) [[unlikely]]
+            throw_not_connected(what);
+    }
+    void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
+        if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
+            throw_outside_buffer(offset, length, what);
+    }
+    [[noreturn]] void throw_not_connected(const char* what) const;
+    [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
+                                           const char* what) const;
+    std::size_t try_poll_stashed(std::span<ibv_wc> completions);
+    [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
+    [[noreturn]] static void throw_poll_failed();
+    void check_remote_range(std::size_t offset, std::size_t length, const char* what) const;
+    void post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id, std::size_t local_offset,
+                        std::uint64_t remote_addr, std::uint32_t rkey, std::size_t length,
+                        std::uint32_t imm_data);
+    void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
+                                  std::size_t local_offset, std::size_t remote_offset,
+                                  std::size_t length, std::uint32_t imm_data);
+    // Every send-queue post ends here, inline too: buffer()[offset, +length) is the request's only
+    // SGE (none for a zero length), and the payload goes inline when it fits and leaves from here.
+    void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(resources_.buffer.get() + offset),
+                    static_cast<std::uint32_t>(length), resources_.mr->lkey};
+        wr.sg_list = &sge;
+        wr.num_sge = length > 0 ? 1 : 0;
+        // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
+        if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
+            wr.send_flags |= IBV_SEND_INLINE;
+        ibv_send_wr* bad = nullptr;
+        if (int rc = ibv_post_send(resources_.qp.get(), &wr, &bad); rc != 0) [[unlikely]]
+            throw_post_send_failed(rc);
+    }
+    [[noreturn]] static void throw_post_send_failed(int rc);
+    ibv_device_attr open_and_check(ibv_port_attr& port_attr);
+    void check_device_limits(const ibv_device_attr& device_attr, const ibv_port_attr& port_attr);
+    void choose_local_gid(const ibv_port_attr& port_attr, int port_count);
+    void build_resources();
+    void transition(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
+    void handshake_as_client(const Socket& server, const std::string& server_name);
+    void handshake_as_server(const Socket& client, const std::string& client_name);
+    void release() noexcept;
+    void stash(const ibv_wc& wc);
+    template <typename Wanted>
+    bool take_stashed(Wanted wanted, ibv_wc& out);
+    template <typename Wanted>
+    ibv_wc wait_for(Wanted wanted, std::optional<std::chrono::milliseconds> timeout,
+                    const std::string& what);
+
+    EndpointConfig config_;
+    std::string device_name_;
+    int gid_index_ = -1;
+    GidBytes gid_{};
+    std::uint16_t lid_ = 0;
+    bool ethernet_ = false;
+    ibv_mtu mtu_ = IBV_MTU_1024;
+    std::uint32_t psn_ = 0;
+    std::uint32_t max_inline_data_ = 0;
+    std::uint8_t max_rd_atomic_ = 1;
+    std::uint8_t max_dest_rd_atomic_ = 1;
+    std::optional<PeerInfo> remote_;
+    std::unordered_map<std::uint64_t, std::deque<ibv_wc>> stash_;
+    std::size_t stashed_ = 0;
+    CqEventTracker events_{16};
+
+    //! [members]
+    // The completion channel must outlive every CQ bound to it (else EBUSY) and die before the
+    // context: release() destroys QP -> CQ -> MR -> buffer -> PD -> channel -> context.
+    CompletionChannel channel_;
+    // step04's Resources: the device list, context, PD, buffer, MR, CQ and QP, declared
+    // parent-first, so that C++ destroys them child-first.
+    Resources resources_;
+    //! [members]
+};
+
+}  // namespace tutorial

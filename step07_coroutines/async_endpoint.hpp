@@ -1,0 +1,335 @@
+// Step 07: awaitable RDMA operations over step06's RDMAEndpoint: recv ring, send, write, read,
+// and cancel.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cq_events.hpp"
+#include "options.hpp"
+#include "rdma_endpoint.hpp"
+#include "reactor.hpp"
+
+namespace tutorial {
+
+/// The shape of one connection's buffer and queues: -s, -r, -t, and -n.
+///
+/// The buffer holds [rx_depth receive slots of message_size bytes | one send slot]:
+/// receive slot i at i * message_size, the send slot at rx_depth * message_size.
+struct AsyncConfig {
+    std::size_t message_size = 4096;  ///< -s: each receive slot and the send slot
+    std::uint32_t rx_depth = 500;     ///< -r: receive slots, at most this many posted
+    std::uint32_t tx_depth = 16;      ///< -t: sends outstanding at most
+    std::uint64_t messages = 0;       ///< -n: receives to post in all (0: no limit)
+};
+/// -s, -r, -t and -n from the options.
+[[nodiscard]] AsyncConfig async_config(const Options& o);
+/// pingpong.hpp's endpoint_config(), with the buffer grown to the layout above.
+[[nodiscard]] EndpointConfig async_endpoint_config(const Options& o, bool channel);
+
+//! [wr_id]
+/// What a completion's wr_id says (the only field valid in a failed completion besides the
+/// status, see ibv_poll_cq(3)):
+///   receive:   the slot index, 0 .. rx_depth-1 (top bit clear)
+///   send:      kSendTag | the send's sequence number
+///   one-sided: the address of the WRITE/READ's state in the awaiting coroutine's frame (a
+///              user-space pointer: top bit clear; recognised by being the one in flight)
+inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
+enum class WrKind : std::uint8_t { receive, send, one_sided, unknown };
+/// The one place that decodes a wr_id.
+[[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth,
+                                           std::uint64_t one_sided_in_flight) noexcept {
+    if ((wr_id & kSendTag) != 0) {
+        return WrKind::send;
+    }
+    if (one_sided_in_flight != 0 && wr_id == one_sided_in_flight) {
+        return WrKind::one_sided;
+    }
+    return wr_id < rx_depth ? WrKind::receive : WrKind::unknown;
+}
+//! [wr_id]
+
+/// A completed receive: its slot (give it back with repost()) and the bytes that arrived.
+struct Received {
+    std::uint32_t slot = 0;
+    std::span<std::byte> bytes;  ///< the slot's first byte_len bytes
+};
+
+/// What cancel() did.
+struct CancelResult {
+    std::uint64_t outstanding = 0;  ///< work requests outstanding when it began
+    std::uint64_t drained = 0;      ///< completions it took (successful ones included)
+    std::uint64_t flushed = 0;      ///< of them, IBV_WC_WR_FLUSH_ERR
+    std::uint32_t woken = 0;        ///< waiters queued with the error
+    bool complete = false;          ///< every outstanding request completed before the timeout
+};
+
+/// One connection: an RDMAEndpoint (owned) whose completions the reactor routes to the
+/// coroutines awaiting them. Every awaiter lives in the awaiting coroutine's frame: the
+/// per-message path (recv, repost, send, routing, resume) allocates nothing.
+///
+/// Errors: a failed completion (a flush too) is kept, the first one only, and resumes its
+/// waiter; from then on every co_await on this endpoint throws WorkCompletionError with it
+/// (receives that completed before it are still returned first).
+class AsyncEndpoint final : public ChannelClient {
+  public:
+    /// Registers with \p reactor (add_channel); \p endpoint must have the buffer of
+    /// async_endpoint_config() and, in event and spin modes, a completion channel.
+    AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const AsyncConfig& config);
+    /// close(), then the RDMAEndpoint's own destructor (QP, CQ, MR, PD, channel, context).
+    ~AsyncEndpoint();
+    AsyncEndpoint(const AsyncEndpoint&) = delete;
+    AsyncEndpoint& operator=(const AsyncEndpoint&) = delete;
+
+    /// The endpoint, for connect(), local_info(), events() and the rest.
+    [[nodiscard]] RDMAEndpoint& endpoint() noexcept { return ep_; }
+    [[nodiscard]] const AsyncConfig& config() const noexcept { return config_; }
+
+    /// Arms the CQ first (with a channel: a completion before the first ibv_req_notify_cq raises
+    /// no event), then posts min(rx_depth, messages) receives, one per slot. Call before
+    /// connecting, as step06 does.
+    void post_initial_receives();
+
+    //! [recv_awaiter]
+    /// `Received r = co_await ep.recv();`: the oldest completed receive, at once if one is in
+    /// the ring of completed slots, or when one completes. \throws WorkCompletionError
+    class RecvAwaiter;
+    [[nodiscard]] RecvAwaiter recv() noexcept;
+    /// Gives a slot back: re-posted in batches (up to 16 per ibv_post_recv), never more than the
+    /// messages still to come. \throws std::system_error ("ibv_post_recv")
+    void repost(std::uint32_t slot);
+    //! [recv_awaiter]
+    [[nodiscard]] std::span<std::byte> receive_slot(std::uint32_t slot) noexcept;
+
+    //! [send_awaiter]
+    /// The send slot: fill it, then `co_await ep.send(length)`.
+    [[nodiscard]] std::span<std::byte> send_slot() noexcept;
+    /// Posts a SEND of send_slot().first(length), signaled every max(1, tx_depth/2) sends and
+    /// when \p last (step06's selective signaling). Suspends only while tx_depth sends are
+    /// outstanding; a signaled completion resumes it. \throws WorkCompletionError,
+    /// std::system_error ("ibv_post_send")
+    class SendAwaiter;
+    [[nodiscard]] SendAwaiter send(std::size_t length, bool last = false) noexcept;
+    /// `co_await ep.sends_done()`: until every send posted has completed. The last send must have
+    /// been posted with last = true (signaled), or this waits forever. \throws WorkCompletionError
+    class SendsDoneAwaiter;
+    [[nodiscard]] SendsDoneAwaiter sends_done() noexcept;
+    //! [send_awaiter]
+
+    //! [one_sided_awaiter]
+    /// `co_await ep.write(local_offset, remote_offset, length)`: an RDMA WRITE of buffer()
+    /// [local_offset, +length) to the peer's buffer at remote_offset, signaled; resumes on its
+    /// completion. One WRITE or READ at a time per endpoint; its wr_id is its state's address.
+    /// \throws WorkCompletionError (e.g. IBV_WC_REM_ACCESS_ERR), std::out_of_range,
+    ///         std::logic_error (one already in flight), std::system_error ("ibv_post_send")
+    class OneSidedAwaiter;
+    [[nodiscard]] OneSidedAwaiter write(std::size_t local_offset, std::size_t remote_offset,
+                                        std::size_t length) noexcept;
+    /// `co_await ep.read(local_offset, remote_offset, length)`: the same, an RDMA READ.
+    [[nodiscard]] OneSidedAwaiter read(std::size_t local_offset, std::size_t remote_offset,
+                                       std::size_t length) noexcept;
+    //! [one_sided_awaiter]
+
+    /// Shutdown for this connection: the QP to IBV_QPS_ERR; then drain its CQ until every
+    /// outstanding request has completed (posted receives, unsignaled sends, the WRITE/READ in
+    /// flight: flushed, or completed before), at most \p timeout; then every waiter is queued on
+    /// the ReadyQueue with the flush error (they run in the next resume phase). Call it outside
+    /// the reactor's routing phase (from a coroutine, or between rounds). The flushes it drains
+    /// are not counted in events(). \throws std::system_error ("ibv_modify_qp ERR", "ibv_poll_cq")
+    CancelResult cancel(std::chrono::milliseconds timeout);
+
+    /// Before the verbs objects go: remove_channel(), take the events still queued, ack them all
+    /// (ibv_destroy_cq waits for that). Idempotent; the destructor calls it.
+    void close() noexcept;
+
+    /// Receives completed, sends posted, sends completed (signaled completions cover the
+    /// unsignaled ones before them), receives posted now.
+    [[nodiscard]] std::uint64_t received() const noexcept { return received_; }
+    [[nodiscard]] std::uint64_t sent() const noexcept { return sent_; }
+    [[nodiscard]] std::uint64_t completed_sends() const noexcept { return completed_sends_; }
+    [[nodiscard]] std::uint32_t posted_receives() const noexcept { return posted_receives_; }
+    /// The first failed completion, once one came (cancel() makes one if nothing was flushed).
+    [[nodiscard]] const std::optional<ibv_wc>& failure() const noexcept { return failure_; }
+
+    // ChannelClient: called by the reactor in its routing phase.
+    [[nodiscard]] int channel_fd() const noexcept override { return ep_.channel_fd(); }
+    std::uint64_t on_channel_readable(ReadyQueue& ready) override;
+    std::uint64_t poll_once(ReadyQueue& ready) override;
+    std::uint64_t safety_net(ReadyQueue& ready) override;
+
+    /// Stores one completion in its waiter's state and returns the coroutine to resume (or a
+    /// null handle). Resumes nothing. \throws std::logic_error for a wr_id it does not know.
+    std::coroutine_handle<> route(const ibv_wc& wc);
+
+    /// What an awaiter that suspended leaves with the endpoint.
+    struct Pending {
+        std::coroutine_handle<> handle;
+        std::uint64_t wanted = 0;  // send waiters: the completed_sends() that resumes them
+        bool queued = false;       // on the ReadyQueue, not yet resumed
+    };
+
+  private:
+    struct Source;  // the CQ for service_channel: raw ibv_poll_cq, failed completions included
+    std::coroutine_handle<> route_receive(const ibv_wc& wc);
+    std::coroutine_handle<> route_send(const ibv_wc& wc);
+    std::coroutine_handle<> route_one_sided(const ibv_wc& wc);
+    std::coroutine_handle<> take(Pending*& waiter) noexcept;
+    void record_failure(const ibv_wc& wc) noexcept;
+    [[noreturn]] void throw_failure() const;
+    void post_send_now(std::size_t length, bool last);
+    void post_receive_batch();
+    void forget(Pending& waiter) noexcept;
+    std::uint32_t wake_all_waiters();
+    int poll_raw(std::span<ibv_wc> batch);
+
+    Reactor& reactor_;
+    RDMAEndpoint ep_;
+    AsyncConfig config_;
+    std::uint32_t signal_every_;
+    std::uint32_t refill_batch_;
+    // The ring of completed receives: slot index and byte_len, capacity rx_depth (allocated once).
+    struct Completed {
+        std::uint32_t slot;
+        std::uint32_t byte_len;
+    };
+    std::vector<Completed> completed_;
+    std::size_t completed_head_ = 0, completed_count_ = 0;
+    std::array<std::uint32_t, 16> to_repost_{};  // slots given back, posted in one chain
+    std::uint32_t to_repost_count_ = 0;
+    std::uint64_t receives_left_to_post_ = 0;  // messages - receives posted so far (or no limit)
+    std::uint32_t posted_receives_ = 0;
+    std::uint64_t received_ = 0, sent_ = 0, completed_sends_ = 0;
+    Pending* recv_waiter_ = nullptr;
+    Pending* send_waiter_ = nullptr;
+    OneSidedAwaiter* one_sided_ = nullptr;
+    std::optional<ibv_wc> failure_;
+    bool cancelled_ = false;
+    bool closed_ = false;
+    std::array<ibv_wc, 16> batch_{};
+};
+
+//! [recv_awaiter_class]
+class AsyncEndpoint::RecvAwaiter : private AsyncEndpoint::Pending {
+  public:
+    explicit RecvAwaiter(AsyncEndpoint& ep) noexcept : ep_(ep) {}
+    RecvAwaiter(const RecvAwaiter&) = delete;
+    RecvAwaiter& operator=(const RecvAwaiter&) = delete;
+    ~RecvAwaiter() { ep_.forget(*this); }
+    [[nodiscard]] bool await_ready() const noexcept {
+        return ep_.completed_count_ != 0 || ep_.failure_.has_value();
+    }
+    void await_suspend(std::coroutine_handle<> handle) noexcept {
+        this->handle = handle;
+        ep_.recv_waiter_ = this;
+    }
+    Received await_resume();
+
+  private:
+    AsyncEndpoint& ep_;
+};
+//! [recv_awaiter_class]
+
+//! [send_awaiter_class]
+class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
+  public:
+    SendAwaiter(AsyncEndpoint& ep, std::size_t length, bool last) noexcept
+        : ep_(ep), length_(length), last_(last) {}
+    SendAwaiter(const SendAwaiter&) = delete;
+    SendAwaiter& operator=(const SendAwaiter&) = delete;
+    ~SendAwaiter() { ep_.forget(*this); }
+    /// Room in the send queue: fewer than tx_depth sends outstanding.
+    [[nodiscard]] bool await_ready() const noexcept {
+        return ep_.sent_ - ep_.completed_sends_ < ep_.config_.tx_depth || ep_.failure_;
+    }
+    void await_suspend(std::coroutine_handle<> handle) noexcept {
+        this->handle = handle;
+        wanted = ep_.sent_ - ep_.config_.tx_depth + 1;
+        ep_.send_waiter_ = this;
+    }
+    void await_resume() { ep_.post_send_now(length_, last_); }
+
+  private:
+    AsyncEndpoint& ep_;
+    std::size_t length_;
+    bool last_;
+};
+
+class AsyncEndpoint::SendsDoneAwaiter : private AsyncEndpoint::Pending {
+  public:
+    explicit SendsDoneAwaiter(AsyncEndpoint& ep) noexcept : ep_(ep) {}
+    SendsDoneAwaiter(const SendsDoneAwaiter&) = delete;
+    SendsDoneAwaiter& operator=(const SendsDoneAwaiter&) = delete;
+    ~SendsDoneAwaiter() { ep_.forget(*this); }
+    [[nodiscard]] bool await_ready() const noexcept {
+        return ep_.completed_sends_ == ep_.sent_ || ep_.failure_;
+    }
+    void await_suspend(std::coroutine_handle<> handle) noexcept {
+        this->handle = handle;
+        wanted = ep_.sent_;
+        ep_.send_waiter_ = this;
+    }
+    void await_resume() const;
+
+  private:
+    AsyncEndpoint& ep_;
+};
+//! [send_awaiter_class]
+
+//! [one_sided_awaiter_class]
+class AsyncEndpoint::OneSidedAwaiter : private AsyncEndpoint::Pending {
+  public:
+    OneSidedAwaiter(AsyncEndpoint& ep, ibv_wr_opcode opcode, std::size_t local_offset,
+                    std::size_t remote_offset, std::size_t length) noexcept
+        : ep_(ep),
+          opcode_(opcode),
+          local_offset_(local_offset),
+          remote_offset_(remote_offset),
+          length_(length) {}
+    OneSidedAwaiter(const OneSidedAwaiter&) = delete;
+    OneSidedAwaiter& operator=(const OneSidedAwaiter&) = delete;
+    ~OneSidedAwaiter();
+    [[nodiscard]] bool await_ready() const noexcept { return ep_.failure_.has_value(); }
+    /// Posts, with wr_id = this; false (do not suspend) when the post threw.
+    bool await_suspend(std::coroutine_handle<> handle) noexcept;
+    void await_resume();
+
+  private:
+    friend class AsyncEndpoint;
+    AsyncEndpoint& ep_;
+    ibv_wr_opcode opcode_;
+    std::size_t local_offset_, remote_offset_, length_;
+    std::optional<ibv_wc> completion_;  // set by route_one_sided
+    std::exception_ptr post_error_;     // the post's exception (rare: not per message)
+};
+//! [one_sided_awaiter_class]
+
+inline AsyncEndpoint::RecvAwaiter AsyncEndpoint::recv() noexcept {
+    return RecvAwaiter(*this);
+}
+inline AsyncEndpoint::SendAwaiter AsyncEndpoint::send(std::size_t length, bool last) noexcept {
+    return SendAwaiter(*this, length, last);
+}
+inline AsyncEndpoint::SendsDoneAwaiter AsyncEndpoint::sends_done() noexcept {
+    return SendsDoneAwaiter(*this);
+}
+inline AsyncEndpoint::OneSidedAwaiter AsyncEndpoint::write(std::size_t local_offset,
+                                                           std::size_t remote_offset,
+                                                           std::size_t length) noexcept {
+    return OneSidedAwaiter(*this, IBV_WR_RDMA_WRITE, local_offset, remote_offset, length);
+}
+inline AsyncEndpoint::OneSidedAwaiter AsyncEndpoint::read(std::size_t local_offset,
+                                                          std::size_t remote_offset,
+                                                          std::size_t length) noexcept {
+    return OneSidedAwaiter(*this, IBV_WR_RDMA_READ, local_offset, remote_offset, length);
+}
+
+}  // namespace tutorial

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Resource accounting: every step program that exists runs a short, realistic scenario in the lab
-# (a clean run; step04's server and step06's server stopped by SIGINT, step06's in mid-flood),
+# (a clean run; step04's server and step06's and step07's servers stopped by SIGINT, the latter
+# two in mid-flood),
 # and afterwards `rdma res show qp|cq|mr|pd` holds nothing that belonged to those processes.
 # A positive control first checks that the filter does see a live process's QPs.
 # shellcheck source=/dev/null
@@ -107,23 +108,25 @@ scenario() {
         step05_endpoint)
             run_pair "$prog" -n 20
             ;;
-        step06_epoll)
+        step06_epoll | step07_coroutines)
             # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and
             # exits 0; then the clients get SIGINT too. The clients sleep on events and are paced
-            # (--rate), so that the emulated CPUs stay responsive.
+            # (--rate), so that the emulated CPUs stay responsive. step07 runs the same scenario: its
+            # server cancels its coroutines, then destroys the verbs objects.
+            local s=${name%%_*}  # step06, step07
             port=$(new_port)
             local flood=("${opts[@]}" -p "$port" -s 64 -n 1000000 -r 64)
-            start step06-server "$prog" "${flood[@]}"
+            start "$s-server" "$prog" "${flood[@]}"
             wait_for_listen "$port" 30
-            start step06-client1 "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
-            start step06-client2 "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
-            wait_until_held qp 2 "${pid[step06-server]}"
+            start "$s-client1" "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
+            start "$s-client2" "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
+            wait_until_held qp 2 "${pid[$s-server]}"
             sleep 1
-            kill -INT "${pid[step06-server]}"
-            finish step06-server
-            expect_exit step06-server 0
-            expect_match step06-server out '^server: SIGINT received: stop accepting, abort 2 in-flight client\(s\)$'
-            for client in step06-client1 step06-client2; do
+            kill -INT "${pid[$s-server]}"
+            finish "$s-server"
+            expect_exit "$s-server" 0
+            expect_match "$s-server" out '^server: SIGINT received: stop accepting, abort 2 in-flight client\(s\)$'
+            for client in "$s-client1" "$s-client2"; do
                 kill -INT "${pid[$client]}" 2>/dev/null
                 finish "$client"
                 rc=$(<"$TEST_TMP/$client.rc")
@@ -155,13 +158,17 @@ run_parallel() {
         ((rc == 0)) || failed=1
     done
 }
-# The short runs together; then step06's flood alone, which keeps the emulated CPUs busy.
+# The short runs together; then step06's flood alone, and step07's alone: each keeps the emulated
+# CPUs busy.
 light=() heavy=()
 for prog in "$@"; do
-    if [[ ${prog##*/} == step06_epoll ]]; then heavy+=("$prog"); else light+=("$prog"); fi
+    case ${prog##*/} in
+        step06_epoll | step07_coroutines) heavy+=("$prog") ;;
+        *) light+=("$prog") ;;
+    esac
 done
 ((${#light[@]} == 0)) || run_parallel "${light[@]}"
-((${#heavy[@]} == 0)) || run_parallel "${heavy[@]}"
+for prog in "${heavy[@]}"; do run_parallel "$prog"; done
 echo "scenarios took $((SECONDS - started)) s"
 ((failed == 0)) || fail "a scenario failed (see above)"
 mapfile -t pids <"$TEST_TMP/pids"

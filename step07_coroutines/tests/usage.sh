@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# step07_coroutines --help exits 0 with usage; a bad option or value exits 2 with one line then
+# usage. step06's tests/usage.sh under step07's name: the program's name in every expected line is
+# BIN's file name (step07_coroutines when CTest runs it).
+#   tests/usage.sh BIN
+# shellcheck source=/dev/null
+source "$TESTLIB"
+bin=$1
+prog=${bin##*/}
+run_cmd help "$bin" --help
+expect_exit help 0
+expect_match help out "^usage: $prog"
+run_cmd bad "$bin" --bogus
+expect_exit bad 2
+expect_line bad err "$prog: unknown option '--bogus'"
+expect_match bad err "^usage: $prog"
+run_cmd bad_short "$bin" -ex 127.0.0.1
+expect_exit bad_short 2
+expect_line bad_short err "$prog: unknown option '-x'"
+run_cmd novalue0 "$bin" --check=yes
+expect_exit novalue0 2
+expect_line novalue0 err "$prog: option '--check' takes no value"
+run_cmd badn "$bin" -n 12x 127.0.0.1
+expect_exit badn 2
+expect_line badn err "$prog: invalid value '12x' for --iters (expected 1..1000000000)"
+run_cmd clientopt "$bin" -e
+expect_exit clientopt 2
+expect_line clientopt err "$prog: -e, --rate and --latency-file are client options (give a HOST)"
+# An unwritable --latency-file is a usage error, found before any RDMA resource
+# exists (so this needs no device).
+run_cmd latfile "$bin" --latency-file /nonexistent-step07-dir/x.lat 127.0.0.1
+expect_exit latfile 2
+expect_line latfile err "$prog: cannot open --latency-file '/nonexistent-step07-dir/x.lat': No such file or directory"
+expect_match latfile err "^usage: $prog"
+echo PASS

@@ -157,6 +157,8 @@ class AsyncEndpoint final : public ChannelClient {
     [[nodiscard]] std::uint64_t sent() const noexcept { return sent_; }
     [[nodiscard]] std::uint64_t completed_sends() const noexcept { return completed_sends_; }
     [[nodiscard]] std::uint32_t posted_receives() const noexcept { return posted_receives_; }
+    /// Work requests not completed yet: posted receives, sends, the WRITE/READ in flight.
+    [[nodiscard]] std::uint64_t outstanding() const noexcept;
     /// The first failed completion, once one came (cancel() makes one if nothing was flushed).
     [[nodiscard]] const std::optional<ibv_wc>& failure() const noexcept { return failure_; }
 
@@ -183,6 +185,7 @@ class AsyncEndpoint final : public ChannelClient {
     std::coroutine_handle<> route_send(const ibv_wc& wc);
     std::coroutine_handle<> route_one_sided(const ibv_wc& wc);
     std::coroutine_handle<> take(Pending*& waiter) noexcept;
+    std::coroutine_handle<> take_failed_waiter(Pending*& own) noexcept;
     void record_failure(const ibv_wc& wc) noexcept;
     [[noreturn]] void throw_failure() const;
     void post_send_now(std::size_t length, bool last);
@@ -210,7 +213,8 @@ class AsyncEndpoint final : public ChannelClient {
     std::uint64_t received_ = 0, sent_ = 0, completed_sends_ = 0;
     Pending* recv_waiter_ = nullptr;
     Pending* send_waiter_ = nullptr;
-    OneSidedAwaiter* one_sided_ = nullptr;
+    OneSidedAwaiter* one_sided_ = nullptr;  // its awaiter, while its coroutine waits
+    std::uint64_t one_sided_wr_id_ = 0;     // the WRITE/READ in flight (0: none)
     std::optional<ibv_wc> failure_;
     bool cancelled_ = false;
     bool closed_ = false;
@@ -255,7 +259,10 @@ class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
         wanted = ep_.sent_ - ep_.config_.tx_depth + 1;
         ep_.send_waiter_ = this;
     }
-    void await_resume() { ep_.post_send_now(length_, last_); }
+    void await_resume() {
+        queued = false;
+        ep_.post_send_now(length_, last_);
+    }
 
   private:
     AsyncEndpoint& ep_;
@@ -277,7 +284,7 @@ class AsyncEndpoint::SendsDoneAwaiter : private AsyncEndpoint::Pending {
         wanted = ep_.sent_;
         ep_.send_waiter_ = this;
     }
-    void await_resume() const;
+    void await_resume();
 
   private:
     AsyncEndpoint& ep_;

@@ -186,6 +186,7 @@ class Waiter {
     void resumed() noexcept { queued_ = false; }
     [[nodiscard]] Outcome outcome() const noexcept { return outcome_; }
     [[nodiscard]] Clock::time_point deadline() const noexcept { return deadline_; }
+    [[nodiscard]] const char* why() const noexcept { return why_; }
 
   private:
     friend class Reactor;
@@ -196,8 +197,9 @@ class Waiter {
     Watch watch_{Watch::Kind::fd, this};
     std::coroutine_handle<> handle_;
     Outcome outcome_ = Outcome::waiting;
-    bool linked_ = false;  // in the reactor's list (and, with an fd, in the epoll set)
-    bool queued_ = false;  // on the ReadyQueue, not yet resumed
+    bool linked_ = false;   // in the reactor's list (and, with an fd, in the epoll set)
+    bool queued_ = false;   // on the ReadyQueue, not yet resumed
+    const char* why_ = "";  // cancelled: the reason given to cancel()
     Waiter* prev_ = nullptr;
     Waiter* next_ = nullptr;
 };
@@ -327,7 +329,8 @@ class Reactor {
   private:
     friend class Waiter;
     int wait_for_work(std::span<epoll_event> ready, bool& timed_out);
-    int spin_for_work(std::span<epoll_event> ready);
+    int busy_for_work(std::span<epoll_event> ready);
+    int spin_for_work(std::span<epoll_event> ready, bool& sleep);
     std::uint64_t poll_all_channels();
     void dispatch(const epoll_event& event);
     void on_fd_ready(Waiter& waiter);
@@ -354,7 +357,6 @@ class Reactor {
     std::coroutine_handle<> stop_waiter_;
     int stop_signal_ = 0;
     Clock::time_point next_sweep_{};
-    Clock::time_point spin_quiet_until_{};
     std::uint64_t rounds_ = 0;
 };
 //! [reactor]

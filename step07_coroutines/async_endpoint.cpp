@@ -1,0 +1,410 @@
+// Step 07: AsyncEndpoint: routing completions to their awaiters, posting, and cancel().
+#include "async_endpoint.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "pingpong.hpp"
+
+namespace tutorial {
+
+AsyncConfig async_config(const Options& o) {
+    AsyncConfig c;
+    c.message_size = o.size;
+    c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
+    c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
+    c.messages = o.iters;
+    return c;
+}
+
+EndpointConfig async_endpoint_config(const Options& o, bool channel) {
+    EndpointConfig c = endpoint_config(o, channel);
+    c.buffer_size = (static_cast<std::size_t>(o.rx_depth) + 1) * o.size;
+    return c;
+}
+
+/// The CQ as cq_events.hpp's protocol wants it. It polls the CQ itself instead of through
+/// RDMAEndpoint::poll(), which throws at the first failed completion: here a failure, a flush
+/// too, is a completion like the others, routed to its waiter.
+struct AsyncEndpoint::Source {
+    AsyncEndpoint& self;
+    bool get_event() { return self.ep_.get_event(); }
+    void request_notify() { self.ep_.request_notify(); }
+    int poll(std::span<ibv_wc> batch) { return self.poll_raw(batch); }
+    void ack(std::uint32_t count) { self.ep_.ack(count); }
+};
+
+AsyncEndpoint::AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const AsyncConfig& config)
+    : reactor_(reactor),
+      ep_(std::move(endpoint)),
+      config_(config),
+      signal_every_(std::max(1U, config.tx_depth / 2)),
+      refill_batch_(std::max(1U, std::min(16U, config.rx_depth / 2))),
+      completed_(config.rx_depth),
+      receives_left_to_post_(config.messages != 0 ? config.messages
+                                                  : std::numeric_limits<std::uint64_t>::max()) {
+    if (config.rx_depth == 0 || config.tx_depth == 0 || config.message_size == 0) {
+        throw std::logic_error("AsyncEndpoint: rx_depth, tx_depth and message_size must be > 0");
+    }
+    if (ep_.buffer().size() < (std::size_t{config.rx_depth} + 1) * config.message_size) {
+        throw std::logic_error("AsyncEndpoint: the buffer is smaller than rx_depth + 1 slots");
+    }
+    reactor_.add_channel(*this);
+}
+
+AsyncEndpoint::~AsyncEndpoint() {
+    close();
+}
+
+void AsyncEndpoint::close() noexcept {
+    if (closed_) {
+        return;
+    }
+    closed_ = true;
+    reactor_.remove_channel(*this);
+    take_queued_events(ep_);  // pingpong.hpp: an event after the last drain counts as late
+    ack_all_before_destroy(ep_, ep_.events());
+}
+
+std::span<std::byte> AsyncEndpoint::receive_slot(std::uint32_t slot) noexcept {
+    return ep_.buffer().subspan(slot * config_.message_size, config_.message_size);
+}
+
+std::span<std::byte> AsyncEndpoint::send_slot() noexcept {
+    return ep_.buffer().subspan(config_.rx_depth * config_.message_size, config_.message_size);
+}
+
+int AsyncEndpoint::poll_raw(std::span<ibv_wc> batch) {
+    const int n = ibv_poll_cq(ep_.cq(), static_cast<int>(batch.size()), batch.data());
+    if (n < 0) {
+        throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
+    }
+    return n;
+}
+
+// ====================================================================== the reactor's calls
+
+//! [channel_service]
+std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
+    Source source{*this};
+    return service_and_route(
+               source, ep_.events(), std::span<ibv_wc>(batch_),
+               [this](const ibv_wc& wc) { return route(wc); }, ready)
+        .completions;
+}
+
+std::uint64_t AsyncEndpoint::poll_once(ReadyQueue& ready) {
+    const int n = poll_raw(batch_);
+    for (int i = 0; i < n; ++i) {
+        if (const std::coroutine_handle<> waiter = route(batch_[static_cast<std::size_t>(i)])) {
+            ready.push(waiter);
+        }
+    }
+    ep_.events().on_spin_poll(static_cast<std::uint64_t>(n));
+    return static_cast<std::uint64_t>(n);
+}
+
+std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
+    (void)on_channel_readable(ready);  // first, any event that is queued but not yet seen
+    Source source{*this};
+    return safety_net_poll(source, ep_.events(), std::span<ibv_wc>(batch_), [&](const ibv_wc& wc) {
+        if (const std::coroutine_handle<> waiter = route(wc)) {
+            ready.push(waiter);
+        }
+    });
+}
+//! [channel_service]
+
+// ====================================================================== routing
+
+//! [route]
+std::coroutine_handle<> AsyncEndpoint::route(const ibv_wc& wc) {
+    switch (classify_wr_id(wc.wr_id, config_.rx_depth, one_sided_wr_id_)) {
+        case WrKind::receive:
+            return route_receive(wc);
+        case WrKind::send:
+            return route_send(wc);
+        case WrKind::one_sided:
+            return route_one_sided(wc);
+        case WrKind::unknown:
+            break;
+    }
+    throw std::logic_error("completion with an unknown wr_id " + std::to_string(wc.wr_id));
+}
+
+std::coroutine_handle<> AsyncEndpoint::route_receive(const ibv_wc& wc) {
+    --posted_receives_;
+    if (wc.status != IBV_WC_SUCCESS) {
+        record_failure(wc);
+        return take_failed_waiter(recv_waiter_);
+    }
+    ++received_;
+    completed_[(completed_head_ + completed_count_) % completed_.size()] = {
+        static_cast<std::uint32_t>(wc.wr_id), wc.byte_len};
+    ++completed_count_;
+    return take(recv_waiter_);
+}
+
+// A signaled send completes every send before it (on an RC send queue, in order); when the QP
+// fails, every send completes, unsignaled ones too, with a flush error.
+std::coroutine_handle<> AsyncEndpoint::route_send(const ibv_wc& wc) {
+    completed_sends_ = std::max(completed_sends_, (wc.wr_id & ~kSendTag) + 1);
+    if (wc.status != IBV_WC_SUCCESS) {
+        record_failure(wc);
+        return take_failed_waiter(send_waiter_);
+    }
+    if (send_waiter_ != nullptr && completed_sends_ >= send_waiter_->wanted) {
+        return take(send_waiter_);
+    }
+    return {};
+}
+
+std::coroutine_handle<> AsyncEndpoint::route_one_sided(const ibv_wc& wc) {
+    one_sided_wr_id_ = 0;
+    if (wc.status != IBV_WC_SUCCESS) {
+        record_failure(wc);
+    }
+    if (one_sided_ == nullptr) {
+        return {};  // its coroutine was destroyed while it waited: nothing to resume
+    }
+    one_sided_->completion_ = wc;
+    Pending* waiter = std::exchange(one_sided_, nullptr);
+    return take(waiter);
+}
+//! [route]
+
+std::coroutine_handle<> AsyncEndpoint::take(Pending*& waiter) noexcept {
+    if (waiter == nullptr) {
+        return {};
+    }
+    waiter->queued = true;
+    return std::exchange(waiter, nullptr)->handle;
+}
+
+// A failed completion resumes its own kind's waiter, or else any waiter of this endpoint: the QP
+// is in the error state, and every co_await on it throws the failure from now on.
+std::coroutine_handle<> AsyncEndpoint::take_failed_waiter(Pending*& own) noexcept {
+    if (own != nullptr) {
+        return take(own);
+    }
+    if (recv_waiter_ != nullptr) {
+        return take(recv_waiter_);
+    }
+    if (send_waiter_ != nullptr) {
+        return take(send_waiter_);
+    }
+    return {};
+}
+
+void AsyncEndpoint::record_failure(const ibv_wc& wc) noexcept {
+    if (!failure_) {
+        failure_ = wc;
+    }
+}
+
+void AsyncEndpoint::throw_failure() const {
+    throw WorkCompletionError(*failure_);
+}
+
+void AsyncEndpoint::forget(Pending& waiter) noexcept {
+    if (recv_waiter_ == &waiter) {
+        recv_waiter_ = nullptr;
+    }
+    if (send_waiter_ == &waiter) {
+        send_waiter_ = nullptr;
+    }
+    if (one_sided_ == &waiter) {
+        one_sided_ = nullptr;  // one_sided_wr_id_ stays: its completion is still to come
+    }
+    if (waiter.queued) {
+        reactor_.ready().forget(waiter.handle);
+    }
+}
+
+// ====================================================================== posting
+
+void AsyncEndpoint::post_initial_receives() {
+    if (ep_.channel_fd() >= 0) {
+        ep_.request_notify();  // armed before the first post
+    }
+    const auto initial = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(config_.rx_depth, receives_left_to_post_));
+    for (std::uint32_t slot = 0; slot < initial; ++slot) {
+        to_repost_[to_repost_count_++] = slot;
+        if (to_repost_count_ == to_repost_.size() || slot + 1 == initial) {
+            post_receive_batch();
+        }
+    }
+}
+
+//! [repost]
+void AsyncEndpoint::repost(std::uint32_t slot) {
+    if (failure_ || cancelled_ || receives_left_to_post_ <= to_repost_count_) {
+        return;  // a QP in error flushes it at once; or every message to come has a receive
+    }
+    to_repost_[to_repost_count_++] = slot;
+    if (to_repost_count_ >= refill_batch_ || to_repost_count_ == receives_left_to_post_) {
+        post_receive_batch();
+    }
+}
+
+// One ibv_post_recv for the slots given back, chained, from arrays on the stack.
+void AsyncEndpoint::post_receive_batch() {
+    std::array<ibv_sge, 16> sges{};
+    std::array<ibv_recv_wr, 16> wrs{};
+    const std::uint32_t count = to_repost_count_;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const std::span<std::byte> slot = receive_slot(to_repost_[i]);
+        sges[i] = {reinterpret_cast<std::uintptr_t>(slot.data()),
+                   static_cast<std::uint32_t>(slot.size()), ep_.mr()->lkey};
+        wrs[i].wr_id = to_repost_[i];  // a receive's wr_id is its slot
+        wrs[i].sg_list = &sges[i];
+        wrs[i].num_sge = 1;
+        wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
+    }
+    to_repost_count_ = 0;
+    ibv_recv_wr* bad = nullptr;
+    if (const int rc = ibv_post_recv(ep_.qp(), wrs.data(), &bad); rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_post_recv");
+    }
+    posted_receives_ += count;
+    receives_left_to_post_ -= count;
+}
+//! [repost]
+
+//! [post_send]
+void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
+    if (failure_) {
+        throw_failure();
+    }
+    // step06's selective signaling: a completion every max(1, tx_depth/2) sends, and the last.
+    const bool signaled = (sent_ + 1) % signal_every_ == 0 || last;
+    ep_.post_send(kSendTag | sent_, std::size_t{config_.rx_depth} * config_.message_size, length,
+                  signaled);
+    ++sent_;
+}
+//! [post_send]
+
+// ====================================================================== the awaiters
+
+Received AsyncEndpoint::RecvAwaiter::await_resume() {
+    queued = false;
+    if (ep_.completed_count_ == 0) {
+        ep_.throw_failure();
+    }
+    const Completed c = ep_.completed_[ep_.completed_head_];
+    ep_.completed_head_ = (ep_.completed_head_ + 1) % ep_.completed_.size();
+    --ep_.completed_count_;
+    const std::size_t length = std::min<std::size_t>(c.byte_len, ep_.config_.message_size);
+    return Received{c.slot, ep_.receive_slot(c.slot).first(length)};
+}
+
+void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
+    queued = false;
+    if (ep_.failure_) {
+        ep_.throw_failure();
+    }
+}
+
+//! [one_sided]
+bool AsyncEndpoint::OneSidedAwaiter::await_suspend(std::coroutine_handle<> awaiting) noexcept {
+    try {
+        if (ep_.one_sided_wr_id_ != 0) {
+            throw std::logic_error("one RDMA WRITE or READ at a time per endpoint");
+        }
+        const auto wr_id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(this));
+        if (opcode_ == IBV_WR_RDMA_WRITE) {
+            ep_.ep_.post_write(wr_id, local_offset_, remote_offset_, length_);
+        } else {
+            ep_.ep_.post_read(wr_id, local_offset_, remote_offset_, length_);
+        }
+        handle = awaiting;
+        ep_.one_sided_ = this;
+        ep_.one_sided_wr_id_ = wr_id;
+        return true;
+    } catch (...) {
+        post_error_ = std::current_exception();
+        return false;  // do not suspend: await_resume rethrows
+    }
+}
+
+void AsyncEndpoint::OneSidedAwaiter::await_resume() {
+    queued = false;
+    if (post_error_) {
+        std::rethrow_exception(post_error_);
+    }
+    if (completion_ && completion_->status != IBV_WC_SUCCESS) {
+        throw WorkCompletionError(*completion_);
+    }
+    if (!completion_ && ep_.failure_) {
+        ep_.throw_failure();  // the QP had failed before: nothing was posted
+    }
+}
+
+AsyncEndpoint::OneSidedAwaiter::~OneSidedAwaiter() {
+    ep_.forget(*this);
+}
+//! [one_sided]
+
+// ====================================================================== cancel
+
+//! [cancel]
+CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
+    CancelResult result;
+    result.outstanding = outstanding();
+    cancelled_ = true;
+    // 1. The QP to the error state: every outstanding request completes with a flush error.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    if (const int rc = ibv_modify_qp(ep_.qp(), &attr, IBV_QP_STATE); rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_modify_qp ERR");
+    }
+    // 2. Drain until every one of them has completed: receives, unsignaled sends, the WRITE/READ.
+    const auto deadline = Clock::now() + timeout;
+    while (outstanding() > 0 && Clock::now() < deadline) {
+        const int n = poll_raw(batch_);
+        for (int i = 0; i < n; ++i) {
+            const ibv_wc& wc = batch_[static_cast<std::size_t>(i)];
+            ++result.drained;
+            result.flushed += wc.status == IBV_WC_WR_FLUSH_ERR ? 1 : 0;
+            if (const std::coroutine_handle<> waiter = route(wc)) {
+                reactor_.ready().push(waiter);
+                ++result.woken;
+            }
+        }
+    }
+    result.complete = outstanding() == 0;
+    // 3. Every waiter left is queued with the flush error (they run in the next resume phase).
+    if (!failure_) {
+        ibv_wc flush{};
+        flush.status = IBV_WC_WR_FLUSH_ERR;
+        flush.qp_num = ep_.qp()->qp_num;
+        failure_ = flush;
+    }
+    result.woken += wake_all_waiters();
+    return result;
+}
+//! [cancel]
+
+std::uint64_t AsyncEndpoint::outstanding() const noexcept {
+    return posted_receives_ + (sent_ - completed_sends_) + (one_sided_wr_id_ != 0 ? 1 : 0);
+}
+
+std::uint32_t AsyncEndpoint::wake_all_waiters() {
+    std::uint32_t woken = 0;
+    Pending* one_sided = std::exchange(one_sided_, nullptr);  // its request timed out
+    for (Pending** waiter : {&recv_waiter_, &send_waiter_, &one_sided}) {
+        if (const std::coroutine_handle<> handle = take(*waiter)) {
+            reactor_.ready().push(handle);
+            ++woken;
+        }
+    }
+    return woken;
+}
+
+}  // namespace tutorial

@@ -1,0 +1,202 @@
+// Step 07: C++20 coroutines over step06's event loop: one coroutine per connection, one thread.
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "async_endpoint.hpp"
+#include "client.hpp"
+#include "options.hpp"
+#include "pingpong.hpp"
+#include "reactor.hpp"
+#include "server.hpp"
+#include "task.hpp"
+
+namespace tutorial {
+
+//! [run]
+/// The outline. Without a HOST, a server: one thread, one reactor (one epoll set, a timerfd, a
+/// signalfd), and one coroutine per client from its accept to its last line (Server::run,
+/// below). With a HOST, a client: one coroutine that connects and ping-pongs (client.cpp).
+int run(const Options& options) {
+    if (options.help) {
+        std::fputs(usage_text().c_str(), stdout);
+        return kExitOk;
+    }
+    if (options.host.empty()) {
+        Server server(options);
+        return server.run();
+    }
+    return run_client(options);
+}
+//! [run]
+
+// ========================================================================= the server
+
+//! [server_run]
+/// The accept loop and the watchdog start as coroutines; the reactor runs rounds (wait, route
+/// every completion, THEN resume) until SIGINT/SIGTERM or --exit-after, and after each round
+/// housekeeping() reaps the clients whose coroutine ended. Then the shutdown, in its order.
+int Server::run() {
+    open_event_sources();  // the listener; the reactor made its epoll set, timerfd and signalfd
+    accepting_ = accept_loop();
+    watching_ = watchdog();
+    reactor_.spawn(accepting_);
+    reactor_.spawn(watching_);
+    reactor_.run_until([this] { return housekeeping(); });
+    shut_down();
+    print_totals();
+    return kExitOk;  // a server stopped by SIGINT/SIGTERM has done its job
+}
+//! [server_run]
+
+//! [accept_loop]
+/// One coroutine accepts; each client gets a session and a coroutine of its own, started by
+/// putting its handle on the reactor's ready queue. The session owns the frame.
+Task<void> Server::accept_loop() {
+    for (;;) {
+        TcpPeer peer = co_await reactor_.accept(listen_);  // suspends until a client connects
+        ClientSession& s = add_session(std::move(peer));
+        s.coroutine = serve_client(s);
+        reactor_.spawn(s.coroutine);
+    }
+}
+//! [accept_loop]
+
+//! [serve_client]
+/// One client, from its accept to its last line, written as the straight line it is. Every
+/// co_await suspends this coroutine only; the others go on. Whatever ends it early (a bad
+/// handshake, a failed completion, the watchdog, the shutdown) lands in the one catch below.
+Task<void> Server::serve_client(ClientSession& s) {
+    Outcome outcome{"complete", &ServerTotals::complete};
+    try {
+        // The handshake: v3 or ibv_rc_pingpong's, told from the first 4 bytes.
+        const PeerInfo remote = co_await take_handshake(s);
+        // The endpoint, its receives posted (CQ armed first), RTR, RTS, and the answer.
+        co_await start_rdma(s, remote);
+        co_await take_done(s);  // "done", the client's last word on TCP
+        s.state = ClientSession::State::running;
+        s.quiet_since = Clock::now();
+        AsyncEndpoint& ep = *s.endpoint;
+        //! [ping_pong]
+        // The ping-pong: answer each message. No allocation, no Task: only awaiters.
+        for (std::uint32_t i = 0; i < o_.iters; ++i) {
+            const Received message = co_await ep.recv();  // the next completed receive slot
+            check_message(s, message);                    // its size, and --check's pattern
+            ep.repost(message.slot);
+            if (o_.check) {
+                fill_payload(ep.send_slot().first(o_.size), i, kServerSide);
+            }
+            // Suspends only while the send queue is full; every tx_depth/2-th send is signaled.
+            co_await ep.send(o_.size, i + 1 == o_.iters);
+            ++s.sent;
+        }
+        co_await ep.sends_done();  // the last reply's completion
+        //! [ping_pong]
+    } catch (const SessionEnd& end) {  // a rejected handshake, or a silent client
+        outcome = end.outcome();
+    } catch (const std::exception& e) {  // a failed completion (flushes too), a check, a cancel
+        outcome = ended_by(s, e);
+    }
+    finish(s, outcome);  // leave the epoll set, ack every event, print the client's line
+}
+//! [serve_client]
+
+//! [watchdog]
+/// A silent client wakes nobody: no completion comes. So once per --safety-ms one coroutine
+/// looks at every running client (a clock read per client and period, none per message).
+Task<void> Server::watchdog() {
+    for (;;) {
+        co_await reactor_.sleep_for(std::chrono::milliseconds(o_.safety_ms));
+        end_silent_sessions();
+    }
+}
+//! [watchdog]
+
+//! [shutdown]
+/// SIGINT/SIGTERM (or --exit-after reached), in this order. Nothing is destroyed while a
+/// coroutine could still touch it, and every event is acked before its CQ goes.
+void Server::shut_down() {
+    // 1. Stop accepting (the SIGINT line was printed when it came): the accept loop's wait
+    //    ends with CancelledError.
+    reactor_.cancel(listen_.get(), "the server stops accepting");
+    for (auto& [id, s] : sessions_) {
+        s->aborted = true;
+    }
+    // 2. and 3. Every QP to the error state, then its flush completions drained, those of the
+    //    unsignaled sends and the posted receives too; each endpoint queues its waiters.
+    for (auto& [id, s] : sessions_) {
+        if (s->endpoint) {
+            s->endpoint->cancel(std::chrono::seconds(1));
+        }
+    }
+    // 4. Resume every waiter: those of a QP with the flush error, those of an fd or a timer (a
+    //    handshake, the accept loop, the watchdog) with CancelledError. Each client's coroutine
+    //    prints "aborted by shutdown after K of N messages" and acks its events.
+    reactor_.cancel_waiters("the server shuts down");
+    reactor_.ready().resume_all();
+    // 5. The coroutine frames.
+    accepting_.reset();
+    watching_.reset();
+    for (auto& [id, s] : sessions_) {
+        s->coroutine.reset();
+    }
+    // 6. The verbs objects: each endpoint (QP, CQ, MR, PD, channel, context), events acked.
+    sessions_.clear();
+    listen_.reset();
+}
+//! [shutdown]
+
+}  // namespace tutorial
+
+//! [main]
+int main(int argc, char** argv) {
+    using namespace tutorial;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    std::optional<Options> options;
+    try {
+        options = parse_options(argc, argv);
+        return run(*options);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "%s: %s\n%s", kProgram, e.what(), usage_text().c_str());
+        return kExitUsage;
+    } catch (const TutorialError& e) {
+        std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+        if (!e.hint().empty()) {
+            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+        }
+        return e.exit_code();
+    } catch (const std::system_error& e) {
+        if (e.code().value() == ENOMEM && std::string_view(e.what()).starts_with("ibv_reg_mr") &&
+            options) {
+            const std::size_t bytes =
+                static_cast<std::size_t>(options->rx_depth + 1) * options->size;
+            rlimit limit{};
+            ::getrlimit(RLIMIT_MEMLOCK, &limit);
+            const std::string now = limit.rlim_cur == RLIM_INFINITY
+                                        ? std::string("unlimited")
+                                        : std::to_string(limit.rlim_cur / 1024);
+            std::fprintf(stderr, "%s: ibv_reg_mr: %s (registering %zu bytes)\n", kProgram,
+                         std::strerror(ENOMEM), bytes);
+            std::fprintf(stderr,
+                         "hint: the memlock limit (ulimit -l, now %s KiB) is too low to pin %zu "
+                         "bytes: raise it with ulimit -l unlimited or in "
+                         "/etc/security/limits.conf\n",
+                         now.c_str(), bytes);
+        } else {
+            std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+        }
+        return kExitRdma;
+    } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
+        std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+        return kExitRdma;
+    }
+}
+//! [main]

@@ -1,0 +1,394 @@
+// Step 07: the server's parts around its coroutines: the listener, the handshake's steps, the
+// message check, the watchdog's rules, each client's end line, and the totals.
+#include "server.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "cq_events.hpp"
+#include "measurements.hpp"
+
+namespace tutorial {
+
+namespace {
+
+/// How long cancel() may wait for a QP's flush completions (they come at once on rxe).
+constexpr auto kFlushTimeout = std::chrono::seconds(1);
+
+[[noreturn]] void reject(const std::string& why) {
+    throw SessionEnd({"rejected: " + why, &ServerTotals::rejected});
+}
+
+[[nodiscard]] std::size_t handshake_size(std::optional<HandshakeFormat> format) {
+    return format == HandshakeFormat::v3 ? kHandshakeV3Size : kWireMessageSize;
+}
+
+}  // namespace
+
+/// tcp.hpp's listener, made non-blocking for the event loop, and with room for a burst of clients
+/// (a second listen() raises the backlog of 1 that a one-client server needs).
+Socket listen_for_clients(const Options& o) {
+    Socket listener = listen_on(o.bind_address, o.tcp_port);
+    const int flags = ::fcntl(listener.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+        throw std::system_error(errno, std::generic_category(), "fcntl(O_NONBLOCK)");
+    }
+    if (::listen(listener.get(), 64) != 0) {
+        throw std::system_error(errno, std::generic_category(), "listen");
+    }
+    return listener;
+}
+
+Server::Server(const Options& options) : o_(options), reactor_(server_reactor_settings(options)) {}
+
+/// The reactor already watches its timerfd and signalfd; the server adds the listener.
+void Server::open_event_sources() {
+    listen_ = listen_for_clients(o_);
+    const std::string spin = o_.spin_us == 0
+                                 ? std::string()
+                                 : "; spins " + std::to_string(o_.spin_us) +
+                                       " us before sleeping while a client is connected";
+    std::printf("server: listening on TCP port %u; one thread, level-triggered epoll%s\n",
+                static_cast<unsigned>(o_.tcp_port), spin.c_str());
+    std::fflush(stdout);
+}
+
+ClientSession& Server::add_session(TcpPeer peer) {
+    const std::uint64_t id = next_id_++;
+    auto& s = *(sessions_[id] = std::make_unique<ClientSession>());
+    s.id = id;
+    s.peer = std::move(peer.name);
+    s.socket = std::move(peer.socket);
+    s.handshake_deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
+    if (o_.verbose) {
+        std::printf("server: client %llu (%s): connected\n", static_cast<unsigned long long>(id),
+                    s.peer.c_str());
+    }
+    return s;
+}
+
+/// After every resume phase: reap the clients whose coroutine ended (frame, then endpoint), note
+/// a signal, and say whether the server is done (SIGINT/SIGTERM, or --exit-after reached).
+bool Server::housekeeping() {
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        it = it->second->coroutine.done() ? sessions_.erase(it) : std::next(it);
+    }
+    if (accepting_.done()) {
+        accepting_.result();  // accept4 failed: rethrown to main(), as step06's loop did
+    }
+    if (watching_.done()) {
+        watching_.result();
+    }
+    if (const int signal = reactor_.stop_signal(); signal != 0 && !stopping_) {
+        std::printf("server: %s received: stop accepting, abort %zu in-flight client(s)\n",
+                    signal == SIGINT ? "SIGINT" : "SIGTERM", sessions_.size());
+        stopping_ = true;
+    }
+    return stopping_ || (o_.exit_after != 0 && ended_ >= o_.exit_after);
+}
+
+/// After readable(): what the socket holds, appended to the inbox. Returns the bytes read; 0 at
+/// the end of the stream (or a reset); -1 when there was nothing after all.
+std::ptrdiff_t Server::read_into_inbox(ClientSession& s) {
+    char chunk[256];
+    const ssize_t n = ::read(s.socket.get(), chunk, sizeof chunk);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            return -1;
+        }
+        if (errno != ECONNRESET) {
+            throw std::system_error(errno, std::generic_category(), "read");
+        }
+        return 0;
+    }
+    s.inbox.insert(s.inbox.end(), chunk, chunk + n);
+    return n;
+}
+
+/// Gathers the client's handshake message without blocking anyone: its format from the first 4
+/// bytes, then the whole message, within --timeout of the accept.
+Task<PeerInfo> Server::take_handshake(ClientSession& s) {
+    for (;;) {
+        if (!s.format && s.inbox.size() >= 4) {
+            s.format = detect_handshake(std::span<const char, 4>(s.inbox.data(), 4));
+        }
+        if (s.format && s.inbox.size() >= handshake_size(s.format)) {
+            break;
+        }
+        const bool ready = co_await reactor_.readable(s.socket.get(), s.handshake_deadline);
+        if (!ready) {
+            reject("no handshake within " + std::to_string(o_.timeout_seconds) + " s (" +
+                   std::to_string(s.inbox.size()) + " bytes received)");
+        }
+        if (read_into_inbox(s) == 0) {
+            reject("peer closed after " + std::to_string(s.inbox.size()) + " of " +
+                   std::to_string(handshake_size(s.format)) + " handshake bytes (" +
+                   printable_bytes(s.inbox) + ")");
+        }
+    }
+    co_return parse_handshake(s);
+}
+
+/// The whole handshake message, taken from the inbox and parsed in the client's format.
+PeerInfo Server::parse_handshake(ClientSession& s) {
+    const auto end = s.inbox.begin() + static_cast<std::ptrdiff_t>(handshake_size(s.format));
+    const std::vector<char> message(s.inbox.begin(), end);
+    s.inbox.erase(s.inbox.begin(), end);
+    PeerInfo remote;
+    if (s.format == HandshakeFormat::v3) {
+        try {
+            remote = decode_handshake_v3(std::as_bytes(std::span(message)));
+        } catch (const TutorialError& e) {
+            reject(e.what());
+        }
+        return remote;
+    }
+    std::string error;
+    const std::optional<QpEndpointInfo> info = parse_wire_message(message, error);
+    if (!info) {
+        reject("bad handshake: " + error + "; received " + std::to_string(message.size()) +
+               " bytes: " + printable_bytes(message));
+    }
+    static_cast<QpEndpointInfo&>(remote) = *info;
+    return remote;
+}
+
+//! [start_rdma]
+/// The client's endpoint, RTR and RTS, and the answer. A v3 client with another -s or -n is
+/// answered first (so that it says so too), then rejected.
+Task<void> Server::start_rdma(ClientSession& s, PeerInfo remote) {
+    RDMAEndpoint rdma(async_endpoint_config(o_, true));
+    const std::string mismatch = s.format == HandshakeFormat::v3
+                                     ? describe_run_mismatch(rdma.local_info(), remote, true)
+                                     : std::string();
+    if (!mismatch.empty()) {
+        try {
+            co_await answer(s, rdma.local_info());
+        } catch (const std::exception&) {  // the mismatch is the news, not a closed socket
+        }
+        reject(mismatch);
+    }
+    s.endpoint = std::make_unique<AsyncEndpoint>(reactor_, std::move(rdma), async_config(o_));
+    AsyncEndpoint& ep = *s.endpoint;
+    // Arms the CQ BEFORE the first post: a completion that lands before the first
+    // ibv_req_notify_cq() raises no event at all.
+    ep.post_initial_receives();
+    if (s.format != HandshakeFormat::v3) {
+        remote.mtu = ep.endpoint().path_mtu();  // not on rc_pingpong's wire: both sides get -m
+    }
+    ep.endpoint().connect(remote);
+    co_await answer(s, ep.endpoint().local_info());
+    if (o_.verbose) {
+        print_address("local", ep.endpoint().local_info());
+        print_address("remote", remote);
+    }
+    ++totals_.connected;
+    s.state = ClientSession::State::await_done;
+}
+//! [start_rdma]
+
+/// The server's half of the handshake, in the client's format.
+Task<void> Server::answer(ClientSession& s, PeerInfo local) {
+    const std::chrono::seconds timeout(o_.timeout_seconds);
+    if (s.format == HandshakeFormat::v3) {
+        const HandshakeV3Message reply = encode_handshake_v3(local);
+        co_await reactor_.send_all(s.socket,
+                                   {reinterpret_cast<const char*>(reply.data()), reply.size()},
+                                   timeout, "the handshake reply");
+    } else {
+        const WireMessage reply = format_wire_message(local);
+        co_await reactor_.send_all(s.socket, reply, timeout, "the handshake reply");
+    }
+}
+
+/// After the handshake, the client sends "done" (and a NUL): ibv_rc_pingpong's last word. A
+/// client that sends nothing for --timeout is silent, as in the ping-pong.
+Task<void> Server::take_done(ClientSession& s) {
+    const std::string_view done(kDoneMessage, sizeof kDoneMessage);  // with its NUL
+    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
+    while (s.inbox.size() < done.size()) {
+        const bool ready = co_await reactor_.readable(s.socket.get(), deadline);
+        if (!ready) {
+            throw SessionEnd(silent_outcome(s));
+        }
+        if (read_into_inbox(s) == 0) {
+            reject("peer closed before sending \"done\"");
+        }
+    }
+    if (!std::equal(done.begin(), done.end(), s.inbox.begin())) {
+        reject("expected \"done\" after the handshake, got " +
+               printable_bytes(std::span<const char>(s.inbox).first(done.size())));
+    }
+    s.inbox.erase(s.inbox.begin(), s.inbox.begin() + static_cast<std::ptrdiff_t>(done.size()));
+    if (!s.inbox.empty()) {
+        throw SessionEnd(
+            {"failed: unexpected bytes after the handshake (" + printable_bytes(s.inbox) + ")",
+             &ServerTotals::failed});
+    }
+}
+
+/// step06's PingPong::on_completion for a receive: the size, then --check's pattern. Builds a
+/// string only to throw.
+void Server::check_message(ClientSession& s, const Received& message) {
+    if (message.bytes.size() != o_.size) {
+        throw TutorialError(kExitPeer, "message " + std::to_string(s.received) + " has " +
+                                           std::to_string(message.bytes.size()) +
+                                           " bytes, expected " + std::to_string(o_.size) +
+                                           " (same -s on both sides?)");
+    }
+    if (o_.check) {
+        if (!payload_ok(message.bytes, s.received, kClientSide)) {
+            throw TutorialError(
+                kExitPeer, "message " + std::to_string(s.received) + " failed the --check pattern");
+        }
+        ++s.verified;
+    }
+    ++s.received;
+}
+
+/// step06's timeouts for a running client, checked once per --safety-ms: bytes (or the end)
+/// on its TCP socket, and no message for --timeout.
+void Server::end_silent_sessions() {
+    const auto now = Clock::now();
+    for (auto& [id, session] : sessions_) {
+        ClientSession& s = *session;
+        if (s.state != ClientSession::State::running || s.stop) {
+            continue;
+        }
+        // ibv_rc_pingpong (and step05's class) close the TCP connection after the handshake:
+        // from here on only the QP tells whether the client is alive. Bytes are an error.
+        if (s.socket.get() >= 0) {
+            char chunk[256];
+            const ssize_t n = ::recv(s.socket.get(), chunk, sizeof chunk, MSG_DONTWAIT);
+            if (n > 0) {
+                const std::span<const char> bytes(chunk, static_cast<std::size_t>(n));
+                stop(s, {"failed: unexpected bytes after the handshake (" + printable_bytes(bytes) +
+                             ")",
+                         &ServerTotals::failed});
+                continue;
+            }
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                s.socket.reset();  // the end of the stream (or a reset)
+            }
+        }
+        if (s.received != s.watched_received) {
+            s.watched_received = s.received;
+            s.quiet_since = now;
+        } else if (now - s.quiet_since > std::chrono::seconds(o_.timeout_seconds)) {
+            stop(s, silent_outcome(s));
+        }
+    }
+}
+
+/// A silent client's line. ibv_rc_pingpong's handshake cannot carry -n: a client started with a
+/// smaller -n took its last answer and ended, as if killed. Name the likelier cause.
+Outcome Server::silent_outcome(const ClientSession& s) const {
+    if (s.format == HandshakeFormat::rc_pingpong && s.received > 0 && s.received == s.sent) {
+        return {"failed: the client ended the session after " + std::to_string(s.received) +
+                    " messages; both sides must use the same -n (this server uses -n " +
+                    std::to_string(o_.iters) +
+                    "; ibv_rc_pingpong's handshake cannot carry -n to compare it)",
+                &ServerTotals::failed};
+    }
+    // A client killed while we wait for its next message leaves no trace but silence (with a
+    // reply in flight, IBV_WC_RETRY_EXC_ERR comes first).
+    return {"failed: no message for " + std::to_string(o_.timeout_seconds) + " s after " +
+                std::to_string(s.received) + " of " + std::to_string(o_.iters) +
+                " (client killed or stalled); its resources are freed",
+            &ServerTotals::failed};
+}
+
+/// Ends a running client from outside its coroutine: its QP to the error state, and the
+/// coroutine resumes (next resume phase) with the flush error, which its catch turns into `why`.
+void Server::stop(ClientSession& s, Outcome why) {
+    s.stop = std::move(why);
+    s.endpoint->cancel(kFlushTimeout);
+}
+
+/// The line of a coroutine that ended by an exception: the shutdown's, the watchdog's, or
+/// "failed: what()".
+Outcome Server::ended_by(const ClientSession& s, const std::exception& e) const {
+    if (s.aborted) {
+        return {s.endpoint ? "aborted by shutdown after " + std::to_string(s.received) + " of " +
+                                 std::to_string(o_.iters) + " messages"
+                           : std::string("aborted by shutdown during the handshake"),
+                &ServerTotals::aborted};
+    }
+    if (s.stop) {
+        return *s.stop;
+    }
+    return {std::string("failed: ") + e.what(), &ServerTotals::failed};
+}
+
+//! [finish]
+/// A client's last act, from its own coroutine: leave the epoll set, ack every event (the
+/// endpoint's close()), then print its line and add it to the totals. The frame and the endpoint
+/// go in the next housekeeping().
+void Server::finish(ClientSession& s, const Outcome& outcome) {
+    std::string line =
+        "server: client " + std::to_string(s.id) + " (" + s.peer + "): " + outcome.text;
+    if (s.endpoint) {
+        s.endpoint->close();
+        const CqEventTracker& ev = s.endpoint->endpoint().events();
+        line += "; " + std::to_string(s.received) + " received, " + std::to_string(s.sent) +
+                " sent, " + std::to_string(s.verified) + " verified; " + event_counts(ev);
+        totals_.events += ev.received();
+        totals_.acked += ev.acked();
+        totals_.empty_drains += ev.empty_drains();
+        totals_.safety_net_finds += ev.safety_net_finds();
+        totals_.late_events += ev.late_events();
+        totals_.lost_wakeups += ev.lost_wakeups();
+        totals_.completions += ev.completions();
+        totals_.spin_completions += ev.spin_completions();
+        totals_.messages += s.received;
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    totals_.*outcome.counter += 1;
+    ++ended_;
+    s.state = ClientSession::State::ended;
+}
+//! [finish]
+
+void Server::print_totals() const {
+    const CpuUsage cpu = cpu_usage();
+    std::printf("server: clients: %u connected, %u complete, %u failed, %u rejected, %u aborted\n",
+                totals_.connected, totals_.complete, totals_.failed, totals_.rejected,
+                totals_.aborted);
+    std::printf("server: messages received: %llu\n",
+                static_cast<unsigned long long>(totals_.messages));
+    std::printf(
+        "server: CQ events: received %llu, acked %llu, empty drains %llu, safety-net finds "
+        "%llu (late events %llu, lost wake-ups %llu)\n",
+        static_cast<unsigned long long>(totals_.events),
+        static_cast<unsigned long long>(totals_.acked),
+        static_cast<unsigned long long>(totals_.empty_drains),
+        static_cast<unsigned long long>(totals_.safety_net_finds),
+        static_cast<unsigned long long>(totals_.late_events),
+        static_cast<unsigned long long>(totals_.lost_wakeups));
+    if (o_.spin_us > 0) {
+        std::printf("server: spin: --spin-us %u took %llu of %llu completions before sleeping\n",
+                    o_.spin_us, static_cast<unsigned long long>(totals_.spin_completions),
+                    static_cast<unsigned long long>(totals_.completions));
+    }
+    std::printf(
+        "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
+        "involuntary\n",
+        cpu.user_s, cpu.system_s, cpu.voluntary, cpu.involuntary);
+    assert(totals_.events == totals_.acked);
+}
+
+}  // namespace tutorial

@@ -1,0 +1,137 @@
+// Step 07: the server's pieces: a session per client (its coroutine and its endpoint), the totals,
+// and the Server class. Its coroutines are in main.cpp (the lesson); the rest in server.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "async_endpoint.hpp"
+#include "options.hpp"
+#include "pingpong.hpp"
+#include "rdma_endpoint.hpp"
+#include "reactor.hpp"
+#include "task.hpp"
+#include "tcp.hpp"
+#include "wire_format.hpp"
+
+namespace tutorial {
+
+/// The client speaks step05's handshake v3, which carries -s and -n. The server also speaks
+/// ibv_rc_pingpong's (step04's format_wire_message and parse_wire_message, in wire_format.hpp),
+/// so that ibv_rc_pingpong itself can be one of its clients.
+
+//! [detect_handshake]
+/// Which handshake a client speaks, from its first 4 bytes: handshake v3's magic "RDMA"
+/// (0x52444d41, big-endian), or anything else, which must then be ibv_rc_pingpong's hex LID.
+[[nodiscard]] inline HandshakeFormat detect_handshake(std::span<const char, 4> first) {
+    std::uint32_t magic = 0;
+    for (const char c : first) {
+        magic = magic << 8 | static_cast<unsigned char>(c);
+    }
+    return magic == kHandshakeMagic ? HandshakeFormat::v3 : HandshakeFormat::rc_pingpong;
+}
+//! [detect_handshake]
+
+struct ServerTotals {
+    std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
+    std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
+    std::uint64_t late_events = 0, lost_wakeups = 0;
+    std::uint64_t completions = 0, spin_completions = 0;
+};
+
+/// How a client's session ended: the words after "server: client N (PEER): ", and the total
+/// that counts it.
+struct Outcome {
+    std::string text;
+    std::uint32_t ServerTotals::*counter = &ServerTotals::failed;
+};
+
+/// Thrown inside a client's coroutine to end it with an outcome of its own (a rejected
+/// handshake, mostly) instead of "failed: what()".
+class SessionEnd : public std::runtime_error {
+  public:
+    explicit SessionEnd(Outcome outcome)
+        : std::runtime_error(outcome.text), outcome_(std::move(outcome)) {}
+    [[nodiscard]] const Outcome& outcome() const noexcept { return outcome_; }
+
+  private:
+    Outcome outcome_;
+};
+
+//! [session]
+/// One client of the server: its socket, its coroutine, and its endpoint (QP, CQ, completion
+/// channel) once the handshake came.
+struct ClientSession {
+    enum class State { handshake, await_done, running, ended };
+    std::uint64_t id = 0;
+    std::string peer;
+    Socket socket;
+    State state = State::handshake;
+    std::optional<HandshakeFormat> format;  // known from the first 4 bytes
+    std::vector<char> inbox;
+    Clock::time_point handshake_deadline;
+    std::uint32_t received = 0, sent = 0, verified = 0;
+    std::uint32_t watched_received = 0;  // the watchdog's last look, and since when it is quiet
+    Clock::time_point quiet_since;
+    bool aborted = false;         // the server's shutdown cancelled it
+    std::optional<Outcome> stop;  // the watchdog cancelled it, and why
+    // C++ destroys members in reverse: the coroutine's frame first, then the endpoint.
+    std::unique_ptr<AsyncEndpoint> endpoint;
+    Task<void> coroutine;
+};
+//! [session]
+
+/// tcp.hpp's listener, non-blocking, with room for a burst of clients.
+Socket listen_for_clients(const Options& o);
+
+class Server {
+  public:
+    explicit Server(const Options& options);
+    int run();
+
+  private:
+    // main.cpp: the coroutines, and the shutdown's order
+    Task<void> accept_loop();
+    Task<void> serve_client(ClientSession& s);
+    void shut_down();
+    // server.cpp: everything else
+    void open_event_sources();
+    ClientSession& add_session(TcpPeer peer);
+    bool housekeeping();
+    std::ptrdiff_t read_into_inbox(ClientSession& s);
+    Task<PeerInfo> take_handshake(ClientSession& s);
+    PeerInfo parse_handshake(ClientSession& s);
+    Task<void> start_rdma(ClientSession& s, PeerInfo remote);
+    Task<void> answer(ClientSession& s, PeerInfo local);
+    Task<void> take_done(ClientSession& s);
+    void check_message(ClientSession& s, const Received& message);
+    Task<void> watchdog();
+    void end_silent_sessions();
+    void stop(ClientSession& s, Outcome outcome);
+    [[nodiscard]] Outcome silent_outcome(const ClientSession& s) const;
+    [[nodiscard]] Outcome ended_by(const ClientSession& s, const std::exception& e) const;
+    void finish(ClientSession& s, const Outcome& outcome);
+    void print_totals() const;
+
+    const Options& o_;
+    // Declared first, destroyed last: every awaiter and endpoint below refers to it.
+    Reactor reactor_;
+    Socket listen_;
+    std::map<std::uint64_t, std::unique_ptr<ClientSession>> sessions_;
+    Task<void> accepting_;
+    Task<void> watching_;
+    std::uint64_t next_id_ = 1;
+    bool stopping_ = false;
+    std::uint32_t ended_ = 0;
+    ServerTotals totals_;
+};
+
+}  // namespace tutorial

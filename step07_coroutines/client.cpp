@@ -1,13 +1,240 @@
-// Step 07: the client as one coroutine on the one-thread reactor (placeholder until the reactor
-// lands: it says so and exits 1).
+// Step 07: the client as one coroutine on the one-thread reactor: connect, handshake v3, then the
+// ping-pong as straight-line code (co_await send, co_await recv), timed, paced and checked.
 #include "client.hpp"
 
-#include "errors.hpp"
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "async_endpoint.hpp"
+#include "measurements.hpp"
+#include "pingpong.hpp"
+#include "rdma_endpoint.hpp"
+#include "reactor.hpp"
+#include "task.hpp"
+#include "tcp.hpp"
+#include "wire_format.hpp"
 
 namespace tutorial {
 
-int run_client(const Options&) {
-    throw TutorialError(kExitRdma, "the step07 client is not written yet");
+namespace {
+
+const char* mode_name(WaitMode mode) {
+    return mode == WaitMode::busy ? "busy" : mode == WaitMode::event ? "event" : "spin";
+}
+
+/// What the client coroutine measures, and what run_client's watchdog reads.
+struct ClientRun {
+    double seconds = 0;
+    std::vector<double> one_way_us;  // reserved up front: no allocation per message
+    CpuUsage cpu_before, cpu_after;
+    std::uint32_t verified = 0;
+    bool awaiting_completion = false;  // in the loop, not pacing: --timeout applies
+    Clock::time_point waiting_since{};
+};
+
+// ================================================================== the handshake
+
+/// rdma_endpoint.cpp's receive_exactly, awaited: a peer that closes early is a peer error.
+Task<void> receive_exactly(Reactor& reactor, const Socket& peer, std::span<char> bytes,
+                           std::chrono::seconds timeout, const char* what) {
+    const std::size_t got = co_await reactor.receive_all(peer, bytes, timeout, what);
+    if (got < bytes.size()) {
+        throw TutorialError(
+            kExitPeer,
+            "the peer closed the connection after " + std::to_string(got) + " of " +
+                std::to_string(bytes.size()) + " bytes of " + what +
+                (got != 0 ? " (received " + printable_bytes(bytes.first(got)) + ")" : ""));
+    }
+}
+
+//! [client_handshake]
+/// step06's client side of handshake v3 (RDMAEndpoint::handshake_as_client), with every socket
+/// wait awaited: send ours, read theirs (the magic first, so that a peer speaking another format
+/// is told at once), compare -s and -n, RTR and RTS (the carried connect()), then "done".
+Task<void> handshake_v3(Reactor& reactor, RDMAEndpoint& ep, const Socket& server,
+                        std::chrono::seconds timeout) {
+    const HandshakeV3Message mine = encode_handshake_v3(ep.local_info());
+    co_await reactor.send_all(server,
+                              std::span(reinterpret_cast<const char*>(mine.data()), mine.size()),
+                              timeout, "the handshake");
+    HandshakeV3Message theirs{};
+    const std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
+    co_await receive_exactly(reactor, server, raw.first(4), timeout, "the peer's handshake");
+    if (std::memcmp(raw.data(), "RDMA", 4) != 0) {  // kHandshakeMagic, big-endian
+        (void)decode_handshake_v3(theirs);          // throws, naming what came
+    }
+    co_await receive_exactly(reactor, server, raw.subspan(4), timeout, "the peer's handshake");
+    const PeerInfo remote = decode_handshake_v3(theirs);
+    // The server has found the same mismatch, answered, and closed: both sides say it.
+    if (std::string mismatch = describe_run_mismatch(ep.local_info(), remote, false);
+        !mismatch.empty()) {
+        throw TutorialError(kExitPeer, mismatch);
+    }
+    ep.connect(remote);
+    co_await reactor.send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), timeout,
+                              "\"done\"");
+}
+//! [client_handshake]
+
+/// TCP (retrying a refused connection every 100 ms) and the handshake; the socket closes at the
+/// end, as step06's does: from then on the QP is the only link to the server.
+Task<void> connect_to_server(Reactor& reactor, RDMAEndpoint& ep, const Options& o) {
+    const std::chrono::seconds timeout(o.timeout_seconds);
+    const TcpPeer server = co_await reactor.connect(o.host, o.tcp_port, timeout);
+    co_await handshake_v3(reactor, ep, server.socket, timeout);
+}
+
+// ================================================================== the ping-pong
+
+/// step06's checks of a reply (PingPong::on_completion): its length, then its --check pattern.
+void check_reply(const Received& reply, std::uint32_t i, const Options& o, ClientRun& run) {
+    if (reply.bytes.size() != o.size) {
+        throw TutorialError(kExitPeer, "message " + std::to_string(i) + " has " +
+                                           std::to_string(reply.bytes.size()) +
+                                           " bytes, expected " + std::to_string(o.size) +
+                                           " (same -s on both sides?)");
+    }
+    if (o.check) {
+        if (!payload_ok(reply.bytes, i, kServerSide)) {
+            throw TutorialError(kExitPeer,
+                                "message " + std::to_string(i) + " failed the --check pattern");
+        }
+        ++run.verified;
+    }
+}
+
+//! [client_loop]
+/// The measured loop, one message at a time: wait for its --rate slot, send, await the reply,
+/// time the round trip. The send suspends only when tx_depth sends are outstanding; every
+/// co_await here is an awaiter in this frame, so a message allocates nothing.
+Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, ClientRun& run) {
+    const auto start = Clock::now();
+    for (std::uint32_t i = 0; i < o.iters; ++i) {
+        if (o.rate > 0) {
+            run.awaiting_completion = false;
+            co_await reactor.sleep_until(start +
+                                         std::chrono::nanoseconds(1'000'000'000LL * i / o.rate));
+        }
+        if (o.check) {
+            fill_payload(ep.send_slot(), i, kClientSide);
+        }
+        const auto sent_at = Clock::now();
+        run.waiting_since = sent_at;
+        run.awaiting_completion = true;
+        co_await ep.send(o.size, i + 1 == o.iters);  // the last send is signaled
+        const Received reply = co_await ep.recv();
+        const auto replied_at = Clock::now();
+        run.waiting_since = replied_at;
+        check_reply(reply, i, o, run);
+        ep.repost(reply.slot);
+        const std::chrono::duration<double, std::micro> rtt = replied_at - sent_at;
+        run.one_way_us.push_back(rtt.count() / 2);
+    }
+    co_await ep.sends_done();  // as step06: done when the last send has completed too
+    run.awaiting_completion = false;
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    run.seconds = elapsed.count();
+}
+//! [client_loop]
+
+//! [client]
+/// The whole client, top to bottom.
+Task<void> client(Reactor& reactor, AsyncEndpoint& ep, const Options& o, ClientRun& run) {
+    co_await connect_to_server(reactor, ep.endpoint(), o);
+    print_address("local", ep.endpoint().local_info());
+    print_address("remote", *ep.endpoint().remote_info());
+    std::fflush(stdout);
+    run.cpu_before = cpu_usage();
+    co_await ping_pong(reactor, ep, o, run);
+    run.cpu_after = cpu_usage();
+}
+//! [client]
+
+// ================================================================== the report
+
+/// ibv_rc_pingpong's two summary lines and the latency table.
+void print_figures(const Options& o, const ClientRun& run) {
+    const double seconds = run.seconds;
+    const long long bytes = static_cast<long long>(o.size) * o.iters * 2;
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, seconds,
+                static_cast<double>(bytes) * 8.0 / seconds / 1e6);
+    std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
+                seconds * 1e6 / o.iters);
+    print_latency_table(o.size, run.one_way_us.size(), compute_latency_stats(run.one_way_us));
+}
+
+/// The events the client's CQ raised (after the endpoint's close(): every queued event taken
+/// and acked, as step06), and the CPU time the run took.
+void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& run) {
+    ep.close();
+    std::printf("client: mode %s, %s\n", mode_name(o.mode),
+                event_counts(ep.endpoint().events()).c_str());
+    const CpuUsage& before = run.cpu_before;
+    const CpuUsage& after = run.cpu_after;
+    const double cpu_s = (after.user_s - before.user_s) + (after.system_s - before.system_s);
+    std::printf(
+        "client: cpu: %.3f s user, %.3f s system = %.1f%% of one core; context switches: %ld "
+        "voluntary, %ld involuntary\n",
+        after.user_s - before.user_s, after.system_s - before.system_s, 100.0 * cpu_s / run.seconds,
+        after.voluntary - before.voluntary, after.involuntary - before.involuntary);
+    if (o.check) {
+        std::printf("client: verified %u of %u replies\n", run.verified, o.iters);
+    }
+}
+
+/// Runs the reactor until the client coroutine ends, a signal comes, or the watchdog sees no
+/// completion for --timeout (step06's rule, checked between rounds: no timer per message). A
+/// client stopped early has its frame destroyed here (its awaiters leave the reactor and the
+/// endpoint), and the error says why.
+void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const ClientRun& run) {
+    const std::chrono::seconds timeout(o.timeout_seconds);
+    bool silent = false;
+    reactor.spawn(task);
+    reactor.run_until([&] {
+        silent = run.awaiting_completion && Clock::now() - run.waiting_since > timeout;
+        return task.done() || reactor.stop_signal() != 0 || silent;
+    });
+    if (task.done()) {
+        task.result();  // rethrows what ended it
+        return;
+    }
+    task.reset();
+    reactor.throw_if_stopped();  // "interrupted by SIGINT", exit 130, as step06
+    throw TutorialError(kExitTimeout, std::string("no completion within --timeout (") +
+                                          mode_name(o.mode) + " mode)");
+}
+
+}  // namespace
+
+int run_client(const Options& o) {
+    OutputFile latency_file;
+    if (!o.latency_file.empty()) {
+        latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
+    }
+    Reactor reactor(client_reactor_settings(o));  // SIGINT and SIGTERM: its signalfd
+    // Busy mode polls the CQ and needs no channel; -e and --spin-us sleep on one.
+    AsyncEndpoint ep(reactor, RDMAEndpoint(async_endpoint_config(o, o.mode != WaitMode::busy)),
+                     async_config(o));
+    ep.post_initial_receives();  // the CQ armed first with a channel; receives before connecting
+    ClientRun run;
+    run.one_way_us.reserve(o.iters);
+    Task<void> task = client(reactor, ep, o, run);
+    run_to_end(reactor, task, o, run);
+
+    print_figures(o, run);
+    if (latency_file) {
+        write_latency_file(std::move(latency_file),
+                           latency_file_text(mode_label(o), o.size, run.one_way_us));
+    }
+    print_events_and_cpu(o, ep, run);
+    return kExitOk;
 }
 
 }  // namespace tutorial

@@ -431,13 +431,14 @@ Task<TcpPeer> Reactor::accept(const Socket& listener) {
     for (;;) {
         sockaddr_storage address{};
         socklen_t length = sizeof address;
-        Socket client(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
-                                SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (client.get() >= 0) {
+        TcpPeer client{Socket(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address),
+                                        &length, SOCK_NONBLOCK | SOCK_CLOEXEC)),
+                       {}};
+        if (client.socket.get() >= 0) {
             const int one = 1;
-            ::setsockopt(client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            co_return TcpPeer{std::move(client),
-                              endpoint_text(reinterpret_cast<const sockaddr*>(&address), length)};
+            ::setsockopt(client.socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            client.name = endpoint_text(reinterpret_cast<const sockaddr*>(&address), length);
+            co_return std::move(client);
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR) {
             throw_errno("accept4");
@@ -471,8 +472,11 @@ Task<TcpPeer> Reactor::connect(const std::string& host, int port, std::chrono::s
     int last_error = 0;
     for (;;) {
         for (const addrinfo* a = addresses.list; a != nullptr; a = a->ai_next) {
-            Socket peer(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                                 a->ai_protocol));
+            TcpPeer server{
+                Socket(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                                a->ai_protocol)),
+                {}};
+            const Socket& peer = server.socket;
             if (peer.get() < 0) {
                 last_error = errno;
                 continue;
@@ -489,7 +493,8 @@ Task<TcpPeer> Reactor::connect(const std::string& host, int port, std::chrono::s
             if (error == 0) {
                 const int one = 1;
                 ::setsockopt(peer.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                co_return TcpPeer{std::move(peer), endpoint_text(a->ai_addr, a->ai_addrlen)};
+                server.name = endpoint_text(a->ai_addr, a->ai_addrlen);
+                co_return std::move(server);
             }
             last_error = error;
         }

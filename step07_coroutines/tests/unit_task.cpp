@@ -151,7 +151,8 @@ TEST(Task, MovingTransfersOwnership) {
     int stage = 0;
     Task<void> a = waits_at(gate, stage);
     Task<void> b = std::move(a);
-    EXPECT_TRUE(a.done()) << "a moved-from Task is empty";  // NOLINT(bugprone-use-after-move)
+    EXPECT_TRUE(a.done()) << "a moved-from Task is empty";  // NOLINT(bugprone-use-after-move):
+                                                            // checks the moved-from state
     EXPECT_FALSE(b.done());
     b.handle().resume();
     Task<void> c;

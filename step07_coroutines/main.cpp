@@ -127,18 +127,19 @@ void Server::shut_down() {
     // 1. Stop accepting (the SIGINT line was printed when it came): the accept loop's wait
     //    ends with CancelledError.
     reactor_.cancel(listen_.get(), "the server stops accepting");
+    // 2. and 3. Client by client: its QP to the error state, then its flush completions
+    //    drained, those of the unsignaled sends and the posted receives too. Its waiter is
+    //    queued with the flush error, or, waiting on its socket, with CancelledError.
     for (auto& [id, s] : sessions_) {
         s->aborted = true;
-    }
-    // 2. and 3. Every QP to the error state, then its flush completions drained, those of the
-    //    unsignaled sends and the posted receives too; each endpoint queues its waiters.
-    for (auto& [id, s] : sessions_) {
         if (s->endpoint) {
-            s->endpoint->cancel(std::chrono::seconds(1));
+            s->endpoint->cancel(kFlushTimeout);
+        }
+        if (s->socket.get() >= 0) {
+            reactor_.cancel(s->socket.get(), "the server shuts down");
         }
     }
-    // 4. Resume every waiter: those of a QP with the flush error, those of an fd or a timer (a
-    //    handshake, the accept loop, the watchdog) with CancelledError. Each client's coroutine
+    // 4. Resume every waiter (the watchdog's timer is cancelled too): each client's coroutine
     //    prints "aborted by shutdown after K of N messages" and acks its events.
     reactor_.cancel_waiters("the server shuts down");
     reactor_.ready().resume_all();

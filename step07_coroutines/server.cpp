@@ -25,9 +25,6 @@ namespace tutorial {
 
 namespace {
 
-/// How long cancel() may wait for a QP's flush completions (they come at once on rxe).
-constexpr auto kFlushTimeout = std::chrono::seconds(1);
-
 [[noreturn]] void reject(const std::string& why) {
     throw SessionEnd({"rejected: " + why, &ServerTotals::rejected});
 }

@@ -2,6 +2,7 @@
 // and the Server class. Its coroutines are in main.cpp (the lesson); the rest in server.cpp.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -88,6 +89,10 @@ struct ClientSession {
     Task<void> coroutine;
 };
 //! [session]
+
+/// How long AsyncEndpoint::cancel() may wait for a QP's flush completions (on rxe they come at
+/// once).
+inline constexpr auto kFlushTimeout = std::chrono::seconds(1);
 
 /// tcp.hpp's listener, non-blocking, with room for a burst of clients.
 Socket listen_for_clients(const Options& o);

@@ -82,8 +82,6 @@ Task<void> Server::serve_client(ClientSession& s) {
         // The endpoint, its receives posted (CQ armed first), RTR, RTS, and the answer.
         co_await start_rdma(s, remote);
         co_await take_done(s);  // "done", the client's last word on TCP
-        s.state = ClientSession::State::running;
-        s.quiet_since = Clock::now();
         AsyncEndpoint& ep = *s.endpoint;
         //! [ping_pong]
         // The ping-pong: answer each message. No allocation, no Task: only awaiters.
@@ -111,7 +109,7 @@ Task<void> Server::serve_client(ClientSession& s) {
 
 //! [watchdog]
 /// A silent client wakes nobody: no completion comes. So once per --safety-ms one coroutine
-/// looks at every running client (a clock read per client and period, none per message).
+/// looks at every running client: its message count and its socket, nothing per message.
 Task<void> Server::watchdog() {
     for (;;) {
         co_await reactor_.sleep_for(std::chrono::milliseconds(o_.safety_ms));

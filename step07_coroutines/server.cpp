@@ -235,6 +235,8 @@ Task<void> Server::take_done(ClientSession& s) {
             {"failed: unexpected bytes after the handshake (" + printable_bytes(s.inbox) + ")",
              &ServerTotals::failed});
     }
+    s.state = ClientSession::State::running;
+    s.quiet_since = Clock::now();
 }
 
 /// step06's PingPong::on_completion for a receive: the size, then --check's pattern. Builds a

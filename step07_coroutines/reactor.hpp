@@ -243,6 +243,8 @@ struct TcpPeer {
 class Reactor {
   public:
     explicit Reactor(const ReactorSettings& settings);
+    /// Destroy every coroutine frame that waits on this reactor first: their awaiters unlink
+    /// themselves from it.
     ~Reactor();
     Reactor(const Reactor&) = delete;
     Reactor& operator=(const Reactor&) = delete;
@@ -310,11 +312,24 @@ class Reactor {
     /// arrives (at once if one already did). One awaiting coroutine at a time.
     struct StopAwaiter {
         Reactor& reactor;
+        std::coroutine_handle<> waiting{};
+        bool resumed = false;
         bool await_ready() const noexcept { return reactor.stop_signal_ != 0; }
         void await_suspend(std::coroutine_handle<> handle) noexcept {
+            waiting = handle;
             reactor.stop_waiter_ = handle;
         }
-        int await_resume() const noexcept { return reactor.stop_signal_; }
+        int await_resume() noexcept {
+            resumed = true;
+            return reactor.stop_signal_;
+        }
+        ~StopAwaiter() {  // a frame destroyed while it waits leaves no handle behind
+            if (waiting && reactor.stop_waiter_ == waiting) {
+                reactor.stop_waiter_ = {};
+            } else if (waiting && !resumed) {
+                reactor.ready_.forget(waiting);
+            }
+        }
     };
     [[nodiscard]] StopAwaiter stop_requested() noexcept { return StopAwaiter{*this}; }
     /// SIGINT or SIGTERM once one arrived, else 0.

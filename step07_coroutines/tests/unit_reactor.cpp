@@ -257,6 +257,23 @@ TEST(Reactor, StopRequestedReturnsTheSignal) {
     }
 }
 
+TEST(Reactor, AFrameDestroyedWhileAwaitingTheStopLeavesNoHandle) {
+    ReactorSettings settings = quiet_settings();
+    settings.handle_signals = true;
+    Reactor reactor(settings);
+    int signal = 0;
+    {
+        Task<void> task = wait_for_stop(reactor, signal);
+        reactor.spawn(task);
+        reactor.run_round();
+        EXPECT_FALSE(task.done());
+    }
+    ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+    reactor.run_until([&] { return reactor.stop_signal() != 0; });  // ASan: no resume of it
+    EXPECT_EQ(reactor.stop_signal(), SIGTERM);
+    EXPECT_EQ(signal, 0);
+}
+
 // ---------------------------------------------------------------- TCP
 
 tutorial::Socket listener_on_loopback(int& port) {

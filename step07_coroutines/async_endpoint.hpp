@@ -1,5 +1,4 @@
-// Step 07: awaitable RDMA operations over step06's RDMAEndpoint: recv ring, send, write, read,
-// and cancel.
+// Step 07: awaitable RDMA operations over RDMAEndpoint: recv, send, write, read, cancel.
 #pragma once
 
 #include <infiniband/verbs.h>

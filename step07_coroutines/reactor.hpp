@@ -1,5 +1,4 @@
-// Step 07: the one-thread reactor: one epoll set, a timerfd, a signalfd, and coroutines resumed
-// only after every completion queue of the round has been drained.
+// Step 07: the one-thread reactor: epoll, timerfd, signalfd; resume only after the drain.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -1,5 +1,4 @@
-// Step 07 device tests: AsyncEndpoint on a real device (the lab's rxe0), one QP connected to
-// itself: awaited send/recv, WRITE, READ, a failed WRITE, and cancel() with every flush drained.
+// Step 07 device tests: one self-connected QP: send/recv, WRITE, READ, a failed WRITE, cancel.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,5 +1,4 @@
-// Step 07 unit test: the rule "resume only after the drain", against a fake completion channel
-// and CQ whose owner a resumed coroutine destroys (no device, no verbs faked).
+// Step 07 unit test: resume only after the drain, against a fake CQ a coroutine destroys.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>

@@ -1,5 +1,4 @@
-// Step 07 unit tests: the reactor over pipes, timers, a signal, TCP on the loopback interface and
-// a fake connection (no device).
+// Step 07 unit tests: the reactor over pipes, timers, a signal, loopback TCP, fake channels.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,4 @@
-// Step 07 unit tests: Task<T> is lazy, returns values and exceptions to its awaiter, transfers
-// control symmetrically, and owns its frame.
+// Step 07 unit tests: Task<T>: lazy, values and exceptions, symmetric transfer, frame ownership.
 #include <gtest/gtest.h>
 
 #include <coroutine>

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../async_endpoint.hpp"
 #include "../reactor.hpp"
 #include "../task.hpp"
 
@@ -80,6 +81,24 @@ TEST(ReadyQueue, IsFifoWithAFixedCapacity) {
     EXPECT_EQ(q.size(), 2U);
     EXPECT_FALSE(q.pop());  // forgotten: a null handle that resume_all() skips
     EXPECT_EQ(q.pop(), h1);
+}
+
+// ---------------------------------------------------------------- wr_id routing
+
+TEST(WrId, EachKindIsToldApartInOnePlace) {
+    using tutorial::classify_wr_id;
+    using tutorial::kSendTag;
+    using tutorial::WrKind;
+    int op_state = 0;  // a one-sided operation's state, as in an awaiting coroutine's frame
+    const auto op = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&op_state));
+    EXPECT_EQ(classify_wr_id(0, 16, op), WrKind::receive);
+    EXPECT_EQ(classify_wr_id(15, 16, op), WrKind::receive);
+    EXPECT_EQ(classify_wr_id(16, 16, op), WrKind::unknown);
+    EXPECT_EQ(classify_wr_id(kSendTag | 0, 16, op), WrKind::send);
+    EXPECT_EQ(classify_wr_id(kSendTag | 123456789, 16, op), WrKind::send);
+    EXPECT_EQ(classify_wr_id(op, 16, op), WrKind::one_sided);
+    EXPECT_EQ(classify_wr_id(op, 16, 0), WrKind::unknown) << "none in flight";
+    EXPECT_EQ(op & kSendTag, 0U) << "a user-space pointer has its top bit clear";
 }
 
 // ---------------------------------------------------------------- fd waiters

@@ -364,12 +364,24 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     if (const int rc = ibv_modify_qp(ep_.qp(), &attr, IBV_QP_STATE); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_modify_qp ERR");
     }
-    // 2. Drain until every one of them has completed: receives, unsignaled sends, the WRITE/READ.
+    // 2. Drain as the kernel's ib_drain_qp() does: a request posted to a QP in the error state
+    //    completes at once, flushed, and each queue completes in order. So once a marker SEND
+    //    and a marker RECV have come back, every request posted before them has completed,
+    //    unsignaled sends included (those that had already finished make no CQE at all, which is
+    //    why counting them cannot work). Without a marker (a full queue), count and wait.
+    bool send_marker_out = post_drain_marker_send();
+    bool recv_marker_out = post_drain_marker_recv();
+    const bool markers = send_marker_out && recv_marker_out;
     const auto deadline = Clock::now() + timeout;
-    while (outstanding() > 0 && Clock::now() < deadline) {
+    while ((markers ? send_marker_out || recv_marker_out : outstanding() > 0) &&
+           Clock::now() < deadline) {
         const int n = poll_raw(batch_);
         for (int i = 0; i < n; ++i) {
             const ibv_wc& wc = batch_[static_cast<std::size_t>(i)];
+            if (wc.wr_id == kDrainSendWrId || wc.wr_id == kDrainRecvWrId) {
+                (wc.wr_id == kDrainSendWrId ? send_marker_out : recv_marker_out) = false;
+                continue;
+            }
             ++result.drained;
             result.flushed += wc.status == IBV_WC_WR_FLUSH_ERR ? 1 : 0;
             if (const std::coroutine_handle<> waiter = route(wc)) {
@@ -377,6 +389,9 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
                 ++result.woken;
             }
         }
+    }
+    if (markers && !send_marker_out && !recv_marker_out) {
+        completed_sends_ = sent_;  // every send before the marker is done, with or without a CQE
     }
     result.complete = outstanding() == 0;
     // 3. Every waiter left is queued with the flush error (they run in the next resume phase).
@@ -390,6 +405,24 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     return result;
 }
 //! [cancel]
+
+/// The marker SEND of cancel(): zero bytes, signaled, posted to the QP in the error state.
+bool AsyncEndpoint::post_drain_marker_send() noexcept {
+    ibv_send_wr wr{};
+    wr.wr_id = kDrainSendWrId;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(ep_.qp(), &wr, &bad) == 0;  // ENOMEM when the send queue is full
+}
+
+/// The marker RECV of cancel(): no buffer at all.
+bool AsyncEndpoint::post_drain_marker_recv() noexcept {
+    ibv_recv_wr wr{};
+    wr.wr_id = kDrainRecvWrId;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(ep_.qp(), &wr, &bad) == 0;
+}
 
 std::uint64_t AsyncEndpoint::outstanding() const noexcept {
     return posted_receives_ + (sent_ - completed_sends_) + (one_sided_wr_id_ != 0 ? 1 : 0);

@@ -43,6 +43,9 @@ struct AsyncConfig {
 ///   one-sided: the address of the WRITE/READ's state in the awaiting coroutine's frame (a
 ///              user-space pointer: top bit clear; recognised by being the one in flight)
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
+/// cancel()'s two markers (see there): a send and a receive no program posts.
+inline constexpr std::uint64_t kDrainSendWrId = ~std::uint64_t{0};
+inline constexpr std::uint64_t kDrainRecvWrId = kSendTag - 1;
 enum class WrKind : std::uint8_t { receive, send, one_sided, unknown };
 /// The one place that decodes a wr_id.
 [[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth,
@@ -192,6 +195,8 @@ class AsyncEndpoint final : public ChannelClient {
     void forget(Pending& waiter) noexcept;
     std::uint32_t wake_all_waiters();
     int poll_raw(std::span<ibv_wc> batch);
+    bool post_drain_marker_send() noexcept;
+    bool post_drain_marker_recv() noexcept;
 
     Reactor& reactor_;
     RDMAEndpoint ep_;

@@ -354,32 +354,46 @@ AsyncEndpoint::OneSidedAwaiter::~OneSidedAwaiter() {
 // ====================================================================== cancel
 
 //! [cancel]
-CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
-    CancelResult result;
-    result.outstanding = outstanding();
+/// Shutdown's first step for this connection: the QP to the error state, so that every
+/// outstanding request completes with a flush error, and the marker that tells when they have.
+void AsyncEndpoint::enter_error_state() {
+    if (cancelled_) {
+        return;
+    }
     cancelled_ = true;
-    // 1. The QP to the error state: every outstanding request completes with a flush error.
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
     if (const int rc = ibv_modify_qp(ep_.qp(), &attr, IBV_QP_STATE); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_modify_qp ERR");
     }
-    // 2. Drain as the kernel's ib_drain_qp() does: a request posted to a QP in the error state
-    //    completes at once, flushed, and each queue completes in order. So once a marker SEND
-    //    and a marker RECV have come back, every request posted before them has completed,
-    //    unsignaled sends included (those that had already finished make no CQE at all, which is
-    //    why counting them cannot work). Without a marker (a full queue), count and wait.
-    bool send_marker_out = post_drain_marker_send();
-    bool recv_marker_out = post_drain_marker_recv();
-    const bool markers = send_marker_out && recv_marker_out;
-    const auto deadline = Clock::now() + timeout;
-    while ((markers ? send_marker_out || recv_marker_out : outstanding() > 0) &&
-           Clock::now() < deadline) {
+    // Every posted receive completes, flushed, so those are counted. Sends are not: an unsignaled
+    // send that finished before the QP failed makes no CQE at all. So, as the kernel's
+    // ib_drain_sq() does, post a marker SEND to the QP in the error state: it completes at once,
+    // flushed, and a send queue completes in order, so once the marker is back every earlier
+    // send, WRITE and READ has completed. (A full send queue takes no marker: then count.)
+    drain_marker_ = post_drain_marker_send();
+}
+
+CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
+    CancelResult result;
+    result.outstanding = outstanding();
+    enter_error_state();
+    // Drain until everything is back, or the timeout, or nothing new for kFlushStall: a CQ
+    // smaller than the requests it must report overflows (rxe then drops the rest; a real HCA
+    // raises IBV_EVENT_CQ_ERR), and waiting longer would not bring them.
+    const auto start = Clock::now();
+    auto last_progress = start;
+    while (!drained() && Clock::now() - start < timeout &&
+           Clock::now() - last_progress < kFlushStall) {
         const int n = poll_raw(batch_);
+        if (n > 0) {
+            last_progress = Clock::now();
+        }
         for (int i = 0; i < n; ++i) {
             const ibv_wc& wc = batch_[static_cast<std::size_t>(i)];
-            if (wc.wr_id == kDrainSendWrId || wc.wr_id == kDrainRecvWrId) {
-                (wc.wr_id == kDrainSendWrId ? send_marker_out : recv_marker_out) = false;
+            if (wc.wr_id == kDrainSendWrId) {
+                marker_back_ = true;
+                completed_sends_ = sent_;  // every send before it is done, CQE or not
                 continue;
             }
             ++result.drained;
@@ -389,9 +403,6 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
                 ++result.woken;
             }
         }
-    }
-    if (markers && !send_marker_out && !recv_marker_out) {
-        completed_sends_ = sent_;  // every send before the marker is done, with or without a CQE
     }
     result.complete = outstanding() == 0;
     // 3. Every waiter left is queued with the flush error (they run in the next resume phase).
@@ -406,7 +417,7 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
 }
 //! [cancel]
 
-/// The marker SEND of cancel(): zero bytes, signaled, posted to the QP in the error state.
+/// cancel()'s marker SEND: zero bytes, signaled, posted to the QP in the error state.
 bool AsyncEndpoint::post_drain_marker_send() noexcept {
     ibv_send_wr wr{};
     wr.wr_id = kDrainSendWrId;
@@ -416,12 +427,11 @@ bool AsyncEndpoint::post_drain_marker_send() noexcept {
     return ibv_post_send(ep_.qp(), &wr, &bad) == 0;  // ENOMEM when the send queue is full
 }
 
-/// The marker RECV of cancel(): no buffer at all.
-bool AsyncEndpoint::post_drain_marker_recv() noexcept {
-    ibv_recv_wr wr{};
-    wr.wr_id = kDrainRecvWrId;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(ep_.qp(), &wr, &bad) == 0;
+/// cancel()'s end: every receive flushed, and the send queue drained (the marker back, or,
+/// without one, every send counted).
+bool AsyncEndpoint::drained() const noexcept {
+    const bool sends_done = drain_marker_ ? marker_back_ : sent_ == completed_sends_;
+    return sends_done && posted_receives_ == 0 && one_sided_wr_id_ == 0;
 }
 
 std::uint64_t AsyncEndpoint::outstanding() const noexcept {

@@ -43,9 +43,10 @@ struct AsyncConfig {
 ///   one-sided: the address of the WRITE/READ's state in the awaiting coroutine's frame (a
 ///              user-space pointer: top bit clear; recognised by being the one in flight)
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
-/// cancel()'s two markers (see there): a send and a receive no program posts.
+/// cancel()'s marker send (see there), a wr_id no other send has.
 inline constexpr std::uint64_t kDrainSendWrId = ~std::uint64_t{0};
-inline constexpr std::uint64_t kDrainRecvWrId = kSendTag - 1;
+/// cancel() stops draining when nothing more came for this long (an overflowed CQ).
+inline constexpr std::chrono::milliseconds kFlushStall{100};
 enum class WrKind : std::uint8_t { receive, send, one_sided, unknown };
 /// The one place that decodes a wr_id.
 [[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth,
@@ -148,6 +149,10 @@ class AsyncEndpoint final : public ChannelClient {
     /// the reactor's routing phase (from a coroutine, or between rounds). The flushes it drains
     /// are not counted in events(). \throws std::system_error ("ibv_modify_qp ERR", "ibv_poll_cq")
     CancelResult cancel(std::chrono::milliseconds timeout);
+    /// cancel()'s first step alone: the QP to the error state (and the drain marker posted), so
+    /// that a shutdown can fail every QP before it drains any. cancel() calls it if needed.
+    /// \throws std::system_error ("ibv_modify_qp ERR")
+    void enter_error_state();
 
     /// Before the verbs objects go: remove_channel(), take the events still queued, ack them all
     /// (ibv_destroy_cq waits for that). Idempotent; the destructor calls it.
@@ -196,7 +201,7 @@ class AsyncEndpoint final : public ChannelClient {
     std::uint32_t wake_all_waiters();
     int poll_raw(std::span<ibv_wc> batch);
     bool post_drain_marker_send() noexcept;
-    bool post_drain_marker_recv() noexcept;
+    [[nodiscard]] bool drained() const noexcept;
 
     Reactor& reactor_;
     RDMAEndpoint ep_;
@@ -221,6 +226,8 @@ class AsyncEndpoint final : public ChannelClient {
     std::uint64_t one_sided_wr_id_ = 0;     // the WRITE/READ in flight (0: none)
     std::optional<ibv_wc> failure_;
     bool cancelled_ = false;
+    bool drain_marker_ = false;  // cancel()'s marker send was posted
+    bool marker_back_ = false;   // ... and has completed
     bool closed_ = false;
     std::array<ibv_wc, 16> batch_{};
 };

@@ -308,6 +308,45 @@ TEST(LoopbackOps, CancelFlushesEveryRequestAndResumesEveryWaiter) {
     EXPECT_TRUE(ep.endpoint().events().balanced());
 }
 
+Task<void> send_unsignaled(AsyncEndpoint& ep, int count) {
+    for (int i = 0; i < count; ++i) {
+        co_await ep.send(kSize);  // with tx_depth 8, only every 4th send is signaled
+    }
+}
+
+// Sends that completed unsignaled make no CQE, flushed or not, so no count of them can end the
+// drain. cancel()'s marker SEND (as the kernel's ib_drain_sq) comes back behind them: cancel()
+// returns complete at once instead of waiting for completions that will never come.
+TEST(LoopbackOps, CancelDoesNotWaitForUnsignaledSendsThatCompleted) {
+    REQUIRE_DEVICE();
+    Reactor reactor(settings(WaitMode::event));
+    const AsyncConfig config = shape(16, 8);
+    AsyncEndpoint ep(reactor, RDMAEndpoint(endpoint_config(config, true)), config);
+    RDMAEndpoint peer(endpoint_config(config, false));
+    ep.post_initial_receives();
+    peer.post_recv_batch(0, 0, kSize, 3);
+    ep.endpoint().connect(peer.local_info());
+    peer.connect(ep.endpoint().local_info());
+
+    Task<void> sender = send_unsignaled(ep, 3);
+    reactor.spawn(sender);
+    reactor.run_until([&] { return sender.done(); });
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(peer.poll_completion(0).status, IBV_WC_SUCCESS);  // all three arrived
+    }
+    EXPECT_EQ(ep.outstanding(), 16U + 3U);  // the receives, and 3 sends without a CQE
+
+    const auto start = Clock::now();
+    const tutorial::CancelResult result = ep.cancel(2s);
+    const auto took = Clock::now() - start;
+    EXPECT_TRUE(result.complete);
+    EXPECT_EQ(result.drained, 16U) << "the 16 receives, flushed; the sends make no CQE";
+    EXPECT_LT(took, tutorial::kFlushStall) << "cancel() waited for sends that had completed";
+    EXPECT_EQ(ep.outstanding(), 0U);
+    sender.reset();
+    ep.close();
+}
+
 }  // namespace
 
 // Exit 77 (ctest: skipped) when tests skipped for lack of a device and nothing failed.

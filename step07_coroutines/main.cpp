@@ -125,11 +125,17 @@ void Server::shut_down() {
     // 1. Stop accepting (the SIGINT line was printed when it came): the accept loop's wait
     //    ends with CancelledError.
     reactor_.cancel(listen_.get(), "the server stops accepting");
-    // 2. and 3. Client by client: its QP to the error state, then its flush completions
-    //    drained, those of the unsignaled sends and the posted receives too. Its waiter is
-    //    queued with the flush error, or, waiting on its socket, with CancelledError.
+    // 2. Every QP to the error state: each outstanding request completes with a flush error.
     for (auto& [id, s] : sessions_) {
         s->aborted = true;
+        if (s->endpoint) {
+            s->endpoint->enter_error_state();
+        }
+    }
+    // 3. Client by client, its flush completions drained, those of the unsignaled sends and the
+    //    posted receives too. Its waiter is queued with the flush error, or, waiting on its
+    //    socket, with CancelledError.
+    for (auto& [id, s] : sessions_) {
         if (s->endpoint) {
             s->endpoint->cancel(kFlushTimeout);
         }

@@ -200,7 +200,9 @@ int Reactor::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
 //! [busy]
 /// Busy mode never sleeps: it polls every CQ, and every 1024 polls (or 20 us) asks epoll, without
 /// waiting, for a signal, a timer or a socket, as step06's busy client looks at its stop flag.
+/// After --safety-ms with nothing found it returns anyway, so that run_until's housekeeping runs.
 int Reactor::busy_for_work(std::span<epoll_event> ready) {
+    const auto give_up = Clock::now() + std::chrono::milliseconds(settings_.safety_ms);
     auto next_check = Clock::now();
     for (std::uint32_t spins = 1;; ++spins) {
         if (poll_all_channels() > 0) {
@@ -210,7 +212,7 @@ int Reactor::busy_for_work(std::span<epoll_event> ready) {
             next_check = Clock::now() + kEpollCheck;
             const int n =
                 ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), 0);
-            if (n != 0) {
+            if (n != 0 || next_check >= give_up) {
                 return n;
             }
         }

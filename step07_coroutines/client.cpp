@@ -29,7 +29,7 @@ const char* mode_name(WaitMode mode) {
     return mode == WaitMode::busy ? "busy" : mode == WaitMode::event ? "event" : "spin";
 }
 
-/// What the client coroutine measures, and what run_client's watchdog reads.
+/// What the client coroutine measures, and what its watchdog reads.
 struct ClientRun {
     double seconds = 0;
     std::vector<double> one_way_us;  // reserved up front: no allocation per message
@@ -189,18 +189,31 @@ void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& 
     }
 }
 
-/// Runs the reactor until the client coroutine ends, a signal comes, or the watchdog sees no
-/// completion for --timeout (step06's rule, checked between rounds: no timer per message). A
-/// client stopped early has its frame destroyed here (its awaiters leave the reactor and the
-/// endpoint), and the error says why.
+//! [watchdog]
+/// step06's --timeout, "no completion within --timeout": a second coroutine that sleeps until
+/// the client has waited --timeout for a completion. It wakes about once per --timeout, not per
+/// message (the client only moves waiting_since), and ends when the client looks silent.
+Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds timeout) {
+    for (;;) {
+        const auto now = Clock::now();
+        if (run.awaiting_completion && now - run.waiting_since > timeout) {
+            co_return;
+        }
+        co_await reactor.sleep_until(run.awaiting_completion ? run.waiting_since + timeout +
+                                                                   std::chrono::milliseconds(1)
+                                                             : now + timeout);
+    }
+}
+//! [watchdog]
+
+/// Runs the reactor until the client coroutine ends, a signal comes, or the watchdog finds the
+/// client silent. A client stopped early has its frame destroyed here (its awaiters leave the
+/// reactor and the endpoint), and the error says why.
 void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const ClientRun& run) {
-    const std::chrono::seconds timeout(o.timeout_seconds);
-    bool silent = false;
+    Task<void> silent = watchdog(reactor, run, std::chrono::seconds(o.timeout_seconds));
     reactor.spawn(task);
-    reactor.run_until([&] {
-        silent = run.awaiting_completion && Clock::now() - run.waiting_since > timeout;
-        return task.done() || reactor.stop_signal() != 0 || silent;
-    });
+    reactor.spawn(silent);
+    reactor.run_until([&] { return task.done() || reactor.stop_signal() != 0 || silent.done(); });
     if (task.done()) {
         task.result();  // rethrows what ended it
         return;

@@ -80,8 +80,11 @@ ClientSession& Server::add_session(TcpPeer peer) {
 /// After every resume phase: reap the clients whose coroutine ended (frame, then endpoint), note
 /// a signal, and say whether the server is done (SIGINT/SIGTERM, or --exit-after reached).
 bool Server::housekeeping() {
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-        it = it->second->coroutine.done() ? sessions_.erase(it) : std::next(it);
+    if (reaped_ != ended_) {  // finish() ran since the last look: the frame is done now
+        for (auto it = sessions_.begin(); it != sessions_.end();) {
+            it = it->second->coroutine.done() ? sessions_.erase(it) : std::next(it);
+        }
+        reaped_ = ended_;
     }
     if (accepting_.done()) {
         accepting_.result();  // accept4 failed: rethrown to main(), as step06's loop did

@@ -135,7 +135,8 @@ class Server {
     Task<void> watching_;
     std::uint64_t next_id_ = 1;
     bool stopping_ = false;
-    std::uint32_t ended_ = 0;
+    std::uint32_t ended_ = 0;   // clients that finish()ed
+    std::uint32_t reaped_ = 0;  // ended_ at the last reaping
     ServerTotals totals_;
 };
 

@@ -1,5 +1,4 @@
-// Step 07: the server's parts around its coroutines: the listener, the handshake's steps, the
-// message check, the watchdog's rules, each client's end line, and the totals.
+// Step 07: the server around its coroutines: handshake steps, checks, watchdog rules, end lines.
 #include "server.hpp"
 
 #include <fcntl.h>

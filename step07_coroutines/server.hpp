@@ -1,5 +1,4 @@
-// Step 07: the server's pieces: a session per client (its coroutine and its endpoint), the totals,
-// and the Server class. Its coroutines are in main.cpp (the lesson); the rest in server.cpp.
+// Step 07: the server's pieces: a session per client, with its coroutine and endpoint; totals.
 #pragma once
 
 #include <chrono>
@@ -97,6 +96,8 @@ inline constexpr auto kFlushTimeout = std::chrono::seconds(1);
 /// tcp.hpp's listener, non-blocking, with room for a burst of clients.
 Socket listen_for_clients(const Options& o);
 
+/// The server: its coroutines and the shutdown's order are in main.cpp (the lesson), the rest in
+/// server.cpp.
 class Server {
   public:
     explicit Server(const Options& options);

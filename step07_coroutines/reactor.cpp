@@ -198,21 +198,21 @@ int Reactor::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
 }
 
 //! [busy]
-/// Busy mode never sleeps: it polls every CQ, and every 1024 polls (or 20 us) asks epoll, without
-/// waiting, for a signal, a timer or a socket, as step06's busy client looks at its stop flag.
-/// After --safety-ms with nothing found it returns anyway, so that run_until's housekeeping runs.
+/// Busy mode never sleeps: it polls every CQ, and every 1024 polls (or 20 us, across rounds) asks
+/// epoll, without waiting, for a signal, a timer or a socket, as step06's busy client looks at its
+/// stop flag. After --safety-ms with nothing found it returns anyway, so that run_until's
+/// housekeeping runs.
 int Reactor::busy_for_work(std::span<epoll_event> ready) {
     const auto give_up = Clock::now() + std::chrono::milliseconds(settings_.safety_ms);
-    auto next_check = Clock::now();
     for (std::uint32_t spins = 1;; ++spins) {
         if (poll_all_channels() > 0) {
             return 0;
         }
-        if ((spins & 1023) == 0 || channels_ == nullptr || Clock::now() >= next_check) {
-            next_check = Clock::now() + kEpollCheck;
+        if ((spins & 1023) == 0 || channels_ == nullptr || Clock::now() >= next_epoll_check_) {
+            next_epoll_check_ = Clock::now() + kEpollCheck;
             const int n =
                 ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), 0);
-            if (n != 0 || next_check >= give_up) {
+            if (n != 0 || next_epoll_check_ >= give_up) {
                 return n;
             }
         }
@@ -222,22 +222,22 @@ int Reactor::busy_for_work(std::span<epoll_event> ready) {
 
 //! [spin]
 /// step06's server spin: poll every CQ until none had work for spin_us, asking epoll (timeout 0)
-/// every 20 us. A ready channel alone does not end the spin: its event was raised by a
-/// completion the spin takes anyway; the sleeping epoll_wait returns it at once afterwards, and
-/// its service re-arms and drains (maybe empty). Work found ends the round at once (to resume
-/// its coroutine); the next round spins with a fresh window. `sleep`: the window passed.
+/// every 20 us (across rounds: not once per message). A ready channel alone does not end the spin:
+/// its event was raised by a completion the spin takes anyway; the sleeping epoll_wait returns it
+/// at once afterwards, and its service re-arms and drains (maybe empty). Work found ends the round
+/// at once (to resume its coroutine); the next round spins with a fresh window. `sleep`: the window
+/// passed.
 int Reactor::spin_for_work(std::span<epoll_event> ready, bool& sleep) {
     sleep = false;
     const auto start = Clock::now();
     const auto quiet_until = start + std::chrono::microseconds(settings_.spin_us);
-    auto next_check = start;
     for (;;) {
         if (poll_all_channels() > 0) {
             return 0;
         }
         const auto now = Clock::now();
-        if (now >= next_check) {
-            next_check = now + kEpollCheck;
+        if (now >= next_epoll_check_) {
+            next_epoll_check_ = now + kEpollCheck;
             const int n =
                 ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), 0);
             const auto is_channel = [](const epoll_event& e) {

@@ -371,6 +371,9 @@ class Reactor {
     std::coroutine_handle<> stop_waiter_;
     int stop_signal_ = 0;
     Clock::time_point next_sweep_{};
+    // Busy and spin: when to ask epoll next. Kept across rounds, so that a round per message
+    // does not cost an epoll_wait per message.
+    Clock::time_point next_epoll_check_{};
     std::uint64_t rounds_ = 0;
 };
 //! [reactor]

@@ -25,8 +25,6 @@ namespace {
     throw std::system_error(errno, std::generic_category(), what);
 }
 
-constexpr auto kEpollCheck = std::chrono::microseconds(20);  // busy and spin: signals, timers
-
 }  // namespace
 
 ReactorSettings server_reactor_settings(const Options& o) {
@@ -42,6 +40,8 @@ ReactorSettings client_reactor_settings(const Options& o) {
     s.mode = o.mode;
     s.spin_us = o.spin_us;
     s.safety_ms = o.safety_ms;
+    // step06's client spins on its CQ alone; here a signal or the watchdog waits up to 1 ms.
+    s.epoll_check = std::chrono::milliseconds(1);
     return s;
 }
 
@@ -198,9 +198,9 @@ int Reactor::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
 }
 
 //! [busy]
-/// Busy mode never sleeps: it polls every CQ, and every 1024 polls (or 20 us, across rounds) asks
-/// epoll, without waiting, for a signal, a timer or a socket, as step06's busy client looks at its
-/// stop flag. After --safety-ms with nothing found it returns anyway, so that run_until's
+/// Busy mode never sleeps: it polls every CQ, and every 1024 polls (or epoll_check, across rounds)
+/// asks epoll, without waiting, for a signal, a timer or a socket, as step06's busy client looks at
+/// its stop flag. After --safety-ms with nothing found it returns anyway, so that run_until's
 /// housekeeping runs.
 int Reactor::busy_for_work(std::span<epoll_event> ready) {
     const auto give_up = Clock::now() + std::chrono::milliseconds(settings_.safety_ms);
@@ -209,7 +209,7 @@ int Reactor::busy_for_work(std::span<epoll_event> ready) {
             return 0;
         }
         if ((spins & 1023) == 0 || channels_ == nullptr || Clock::now() >= next_epoll_check_) {
-            next_epoll_check_ = Clock::now() + kEpollCheck;
+            next_epoll_check_ = Clock::now() + settings_.epoll_check;
             const int n =
                 ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), 0);
             if (n != 0 || next_epoll_check_ >= give_up) {
@@ -222,11 +222,11 @@ int Reactor::busy_for_work(std::span<epoll_event> ready) {
 
 //! [spin]
 /// step06's server spin: poll every CQ until none had work for spin_us, asking epoll (timeout 0)
-/// every 20 us (across rounds: not once per message). A ready channel alone does not end the spin:
-/// its event was raised by a completion the spin takes anyway; the sleeping epoll_wait returns it
-/// at once afterwards, and its service re-arms and drains (maybe empty). Work found ends the round
-/// at once (to resume its coroutine); the next round spins with a fresh window. `sleep`: the window
-/// passed.
+/// every epoll_check (across rounds: not once per message). A ready channel alone does not end the
+/// spin: its event was raised by a completion the spin takes anyway; the sleeping epoll_wait
+/// returns it at once afterwards, and its service re-arms and drains (maybe empty). Work found ends
+/// the round at once (to resume its coroutine); the next round spins with a fresh window. `sleep`:
+/// the window passed.
 int Reactor::spin_for_work(std::span<epoll_event> ready, bool& sleep) {
     sleep = false;
     const auto start = Clock::now();
@@ -237,7 +237,7 @@ int Reactor::spin_for_work(std::span<epoll_event> ready, bool& sleep) {
         }
         const auto now = Clock::now();
         if (now >= next_epoll_check_) {
-            next_epoll_check_ = now + kEpollCheck;
+            next_epoll_check_ = now + settings_.epoll_check;
             const int n =
                 ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), 0);
             const auto is_channel = [](const epoll_event& e) {

@@ -116,14 +116,18 @@ struct Watch {
 };
 
 /// How the reactor waits when nothing is ready (step06's modes).
-///   busy:  never sleeps: polls every CQ, and asks epoll (timeout 0) every 1024 polls or 20 us
-///          for signals, timers and sockets (step06's client default; endpoints need no channel)
+///   busy:  never sleeps: polls every CQ, and asks epoll (timeout 0) every 1024 polls or
+///          epoll_check for signals, timers and sockets (step06's client default; endpoints need
+///          no channel)
 ///   event: epoll_wait with --safety-ms as its timeout; CQs wake it through their channels
-///   spin:  polls every CQ until none had work for spin_us (asking epoll every 20 us), then
-///          sleeps as event mode does (step06's server --spin-us; CQs stay armed meanwhile)
+///   spin:  polls every CQ until none had work for spin_us (asking epoll every epoll_check),
+///          then sleeps as event mode does (step06's server --spin-us; CQs stay armed meanwhile)
 struct ReactorSettings {
     WaitMode mode = WaitMode::event;
     std::uint32_t spin_us = 0;
+    /// Busy and spin: how often epoll is asked, counted across rounds. The server's 20 us is
+    /// step06's server's; a client has only its signals and its watchdog there.
+    std::chrono::microseconds epoll_check{20};
     int safety_ms = 100;                ///< the safety net's period and epoll_wait's timeout
     std::size_t max_coroutines = 4096;  ///< the ReadyQueue's capacity
     bool handle_signals = true;         ///< SIGINT/SIGTERM through a signalfd (blocks them)

@@ -20,6 +20,8 @@ PACKAGES=(
     libibverbs-dev ibverbs-providers ibverbs-utils rdma-core perftest iproute2
     # the Soft-RoCE lab
     qemu-system-x86 busybox-static kmod cpio
+    # the two-host lab's side-by-side shells (lab/softroce shell --hosts 2)
+    tmux
     # the docs
     doxygen graphviz doxygen-awesome-css
     # the performance page's latency plot (bench/plot-latency: gnuplot's pngcairo terminal, DejaVu)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The two-host lab (lab/softroce run --hosts 2): ibv_rc_pingpong across the wire both ways and
+# lab/peer (tests/cross_hosts.sh, on host a); an exit status from either host reaches the
+# caller; Ctrl-C stops both VMs and leaves no QEMU process behind.
+#   tests/two_hosts.sh SOFTROCE
+# shellcheck source=/dev/null
+source "$TESTLIB"
+softroce=$1
+lab_dir=$(dirname -- "$softroce")
+export SOFTROCE_FORCE_VM=1 SOFTROCE_QUIET=1 TMPDIR=$TEST_TMP
+
+run_cmd cross "$softroce" run --hosts 2 --timeout 400 -- \
+    env TESTLIB="$TESTLIB" bash "$lab_dir/tests/cross_hosts.sh"
+expect_exit cross 0
+expect_line cross out PASS
+
+# An exit status from host a, and one from host b through lab/peer.
+run_cmd status_a "$softroce" run --hosts 2 --timeout 120 -- sh -c 'exit 5'
+expect_exit status_a 5
+run_cmd status_b "$softroce" run --hosts 2 --timeout 120 -- "$lab_dir/peer" run -- sh -c 'exit 9'
+expect_exit status_b 9
+
+# Ctrl-C: SIGINT to the lab's process group stops both VMs, exits 130, leaves no QEMU. python3
+# restores SIGINT's default disposition, which a background job inherits as "ignored".
+python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+    "$softroce" run --hosts 2 --timeout 120 -- "$lab_dir/peer" run -- sleep 100 \
+    >"$TEST_TMP/intr.out" 2>"$TEST_TMP/intr.err" &
+lab=$!
+qemus=()
+for ((i = 0; i < 100; i++)); do
+    mapfile -t qemus < <(pgrep -P "$lab" qemu-system-x86 || true)
+    ((${#qemus[@]} == 2)) && break
+    sleep 0.1
+done
+((${#qemus[@]} == 2)) || fail "the lab did not start two QEMUs within 10 s (${#qemus[@]})"
+sleep 5
+kill -INT -- -"$lab"
+rc=0; wait "$lab" || rc=$?
+cat "$TEST_TMP/intr.err"
+[[ $rc == 130 ]] || fail "interrupted lab: expected exit status 130, got $rc"
+grep -qxF "softroce: interrupted; stopping the VM" "$TEST_TMP/intr.err" || fail "no interrupt message"
+for q in "${qemus[@]}"; do
+    ! kill -0 "$q" 2>/dev/null || fail "qemu ($q) outlived the interrupted lab"
+done
+! pgrep -f "qemu-system-x86_64.*$TEST_TMP/softroce" || fail "a qemu process of this test is left"
+echo PASS

@@ -176,8 +176,8 @@ Task<void> Server::start_rdma(ClientSession& s, PeerInfo remote) {
     if (!mismatch.empty()) {
         try {
             co_await answer(s, rdma.local_info());
-        } catch (const CancelledError&) {
-            throw;  // the shutdown: this client is aborted, not rejected
+        } catch (const CancelledError&) {  // the shutdown: aborted, not rejected
+            throw;
         } catch (const std::exception&) {  // the mismatch is the news, not a closed socket
         }
         reject(mismatch);

@@ -55,9 +55,27 @@ expect_exit env_b 7
 expect_line env_b out "b $LAB_PEER_ADDR $LAB_ADDR rxe0"
 expect_line env_b err "to-stderr"
 
-# 4. A signal to a job on the peer.
+# 4. Signals to jobs on the peer, SIGINT too (a job does not start with it ignored), and to
+# every process of a job.
 job=$("$peer" start -- sleep 60)
 "$peer" signal TERM "$job"
 run_cmd slept "$peer" wait --timeout 10 "$job"
 expect_exit slept 143
+job=$("$peer" start -- sleep 60)
+"$peer" signal INT "$job"
+run_cmd interrupted "$peer" wait --timeout 10 "$job"
+expect_exit interrupted 130
+job=$("$peer" start -- sh -c 'sleep 61 & sleep 62; wait')
+"$peer" signal KILL "$job"
+run_cmd killed "$peer" wait --timeout 10 "$job"
+expect_exit killed 137
+# (The patterns do not match themselves in pgrep's own sh -c command line.)
+run_cmd leftover "$peer" run -- sh -c 'pgrep -f "sleep 6[12]" || true'
+expect_no_match leftover out .
+# A job that outlives its wait's --timeout: 124, and the job is killed.
+job=$("$peer" start -- sleep 63)
+run_cmd outlived "$peer" wait --timeout 2 "$job"
+expect_exit outlived 124
+run_cmd leftover2 "$peer" run -- sh -c 'sleep 1; pgrep -f "sleep 6[3]" || true'
+expect_no_match leftover2 out .
 echo PASS

@@ -208,3 +208,64 @@ sys.exit(1)' "$1" || rc=$?
         *) fail "port $1: the bind check failed (exit $rc)" ;;
     esac
 }
+
+# --- The two-host lab (lab/softroce run --hosts 2): tests with the label "wire" ---------------
+
+# require_peer: a device here and a second host to run programs on, through lab/peer; sets PEER
+# (lab/peer's path). Skips (exit 77) elsewhere, unless RDMA_REQUIRE_DEVICE=1 (then it fails).
+require_peer() {
+    require_device
+    if [[ -z ${LAB_PEER_ADDR:-} || -z ${LAB_ADDR:-} || -z ${LAB_CTL:-} ]]; then
+        if [[ ${RDMA_REQUIRE_DEVICE:-0} == 1 ]]; then
+            fail "no second host, and RDMA_REQUIRE_DEVICE=1 forbids skipping: run the wire tests under lab/softroce run --hosts 2"
+        fi
+        echo "SKIP: no second host; run the wire tests in the two-host lab: lab/softroce run --hosts 2 -- ctest -L wire"
+        exit 77
+    fi
+    PEER=${TUTORIAL_ROOT:?}/lab/peer
+}
+
+# start_capture NAME: tcpdump records this host's wire NIC (eth0; RoCE v2 is UDP port 4791) into
+# $TEST_TMP/NAME.pcap, from when it says it is listening.
+start_capture() {
+    tcpdump -i eth0 -U -n -w "$TEST_TMP/$1.pcap" udp port 4791 2>"$TEST_TMP/$1.tcpdump" &
+    echo $! >"$TEST_TMP/$1.tcpdump-pid"
+    local i
+    for ((i = 0; i < 100; i++)); do
+        grep -q 'listening on' "$TEST_TMP/$1.tcpdump" && return 0
+        sleep 0.1
+    done
+    fail "tcpdump did not start within 10s: $(cat "$TEST_TMP/$1.tcpdump")"
+}
+
+# stop_capture NAME: stops the capture (after the last frames' ACKs), decodes it with
+# tools/decode-wire, prints the table and keeps the --tsv lines in $TEST_TMP/NAME.wire.
+stop_capture() {
+    local pid
+    sleep 0.5
+    pid=$(<"$TEST_TMP/$1.tcpdump-pid")
+    kill -INT "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "--- the wire, $1 (tools/decode-wire):"
+    "$TUTORIAL_ROOT/tools/decode-wire" "$TEST_TMP/$1.pcap" | sed 's/^/  wire| /'
+    "$TUTORIAL_ROOT/tools/decode-wire" --tsv "$TEST_TMP/$1.pcap" >"$TEST_TMP/$1.wire" ||
+        fail "$1: the capture cannot be decoded"
+    ! grep -q 'malformed$' "$TEST_TMP/$1.wire" || fail "$1: tshark marks a packet as malformed"
+}
+
+# wire_opcodes NAME [FROM_ADDR]: the capture's opcode names, space-separated, in order (only
+# those sent from FROM_ADDR, when given). Match the result with a pattern: ACKs coalesce
+# differently from run to run.
+wire_opcodes() {
+    awk -F'\t' -v from="${2:-}" 'from == "" || $3 == from { printf "%s%s", sep, $6; sep = " " }
+                                 END { print "" }' "$TEST_TMP/$1.wire"
+}
+
+# expect_opcodes NAME FROM_ADDR REGEX WHAT: the opcodes sent from FROM_ADDR match REGEX (the
+# whole sequence, grep -E).
+expect_opcodes() {
+    local seq
+    seq=$(wire_opcodes "$1" "$2")
+    grep -qxE -- "$3" <<<"$seq" || fail "$1: $4: the opcodes from $2 were \"$seq\", not /$3/"
+    echo "$1: $4: $seq"
+}

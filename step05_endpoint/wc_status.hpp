@@ -56,7 +56,8 @@ namespace tutorial {
             return receive ? "the incoming message did not fit the posted receive (Soft-RoCE "
                              "reports a too-long message so): " +
                                  same_size
-                           : "the send request was invalid for this QP";
+                           : "the send request was invalid for this QP, or the packet could not go "
+                             "out (Soft-RoCE reports a network link that is down so)";
         case IBV_WC_REM_INV_REQ_ERR:
         case IBV_WC_REM_OP_ERR:
             return "the peer could not take our message, usually because it is longer than the "
@@ -64,7 +65,8 @@ namespace tutorial {
                    same_size;
         case IBV_WC_RETRY_EXC_ERR:
             return "the peer's QP stopped acknowledging (after retries): the peer process died or "
-                   "was killed, or the path (GID, MTU) is wrong";
+                   "was killed, the network link between the hosts is down, or the path (GID, MTU) "
+                   "is wrong";
         case IBV_WC_RNR_RETRY_EXC_ERR:
             return "the peer had no receive posted for too long";
         case IBV_WC_WR_FLUSH_ERR:

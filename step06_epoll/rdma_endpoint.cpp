@@ -109,7 +109,9 @@ const char* WorkCompletionError::likely_cause(ibv_wc_status status) noexcept {
         case IBV_WC_LOC_PROT_ERR:
             return "a local address or lkey lies outside the registered memory region";
         case IBV_WC_LOC_QP_OP_ERR:
-            return "the work request is invalid for this QP (too many SGEs, inline data too long)";
+            return "the work request is invalid for this QP (too many SGEs, inline data too "
+                   "long), or the packet could not go out (Soft-RoCE reports a network link that "
+                   "is down so)";
         case IBV_WC_WR_FLUSH_ERR:
             return "the QP had already failed (after an error here, or after the peer sent it an "
                    "invalid request) and this request was flushed: look at the first error on "
@@ -124,8 +126,8 @@ const char* WorkCompletionError::likely_cause(ibv_wc_status status) noexcept {
             return "the peer could not complete the operation, e.g. its receive buffer was too "
                    "short";
         case IBV_WC_RETRY_EXC_ERR:
-            return "the peer stopped answering: it died or was killed, its QP is not in RTR, or "
-                   "the address (GID, LID, QPN) is wrong";
+            return "the peer stopped answering: it died or was killed, the network link to it is "
+                   "down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong";
         case IBV_WC_RNR_RETRY_EXC_ERR:
             return "the peer had no receive posted (receiver not ready) for too long";
         case IBV_WC_REM_INV_RD_REQ_ERR:

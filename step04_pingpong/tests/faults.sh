@@ -151,7 +151,7 @@ killed_secs=$((($(date +%s%N) - t0) / 1000000000))
 wait
 expect_exit survivor 1
 expect_line survivor err "step04_pingpong: send failed: IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)"
-expect_line survivor err "hint: the peer's QP stopped acknowledging (after retries): the peer process died or was killed, or the path (GID, MTU) is wrong"
+expect_line survivor err "hint: the peer's QP stopped acknowledging (after retries): the peer process died or was killed, the network link between the hosts is down, or the path (GID, MTU) is wrong"
 # The bound: --timeout (6 s) of silence, then a probe that fails after its retries (about 0.5 s).
 ((killed_secs <= 12)) || fail "the survivor took ${killed_secs}s after the kill, more than the 12s bound"
 echo "survivor exited ${killed_secs}s after the kill"

@@ -55,7 +55,7 @@ wait "$victim"
 expect_exit victim 137
 expect_exit survivor 1
 expect_line survivor err "step04_pingpong: send failed: IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)"
-expect_line survivor err "hint: the peer's QP stopped acknowledging (after retries): the peer process died or was killed, or the path (GID, MTU) is wrong"
+expect_line survivor err "hint: the peer's QP stopped acknowledging (after retries): the peer process died or was killed, the network link between the hosts is down, or the path (GID, MTU) is wrong"
 
 # The killed server closed its TCP connection right after the handshake; which side closed it
 # first, and so which side holds its TIME-WAIT, is a race. To restart over a TIME-WAIT for sure,

@@ -63,7 +63,7 @@ case $(<"$TEST_TMP/survivor.rc") in
         ;;
     1)
         expect_match survivor err '^step05_endpoint: work completion failed: IBV_WC_RETRY_EXC_ERR \(transport retry counter exceeded\) for wr_id [0-9]+, vendor_err 0x[0-9a-f]+$'
-        expect_line survivor err "hint: the peer stopped answering: it died or was killed, its QP is not in RTR, or the address (GID, LID, QPN) is wrong"
+        expect_line survivor err "hint: the peer stopped answering: it died or was killed, the network link to it is down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong"
         ;;
     *) fail "survivor: expected exit 7 (timeout) or 1 (failed send), got $(<"$TEST_TMP/survivor.rc")" ;;
 esac

@@ -62,7 +62,7 @@ for ((i = 0; i < 3; i++)); do
         7) expect_line "flood$i" err "step06_epoll: no completion within --timeout (${mode_names[i]} mode)" ;;
         1)
             expect_match "flood$i" err '^step06_epoll: work completion failed: IBV_WC_RETRY_EXC_ERR \(transport retry counter exceeded\) for wr_id [0-9]+, vendor_err 0x[0-9a-f]+$'
-            expect_line "flood$i" err "hint: the peer stopped answering: it died or was killed, its QP is not in RTR, or the address (GID, LID, QPN) is wrong"
+            expect_line "flood$i" err "hint: the peer stopped answering: it died or was killed, the network link to it is down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong"
             ;;
         *) fail "flood$i: expected exit 7 (timeout) or 1 (failed send), got $(<"$TEST_TMP/flood$i.rc")" ;;
     esac

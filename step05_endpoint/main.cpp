@@ -55,9 +55,13 @@ void run(const Options& options) {
     print_address("local address: ", endpoint.local_info());
     print_address("remote address:", *endpoint.remote_info());
     if (options.op != Operation::pingpong && options.verbose) {
-        const PeerInfo& remote = *endpoint.remote_info();
-        std::printf("  remote buffer:  addr 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64 " bytes\n",
-                    remote.addr, remote.rkey, remote.length);
+        // What the handshake sent and received: a RETH on the wire carries the server's three.
+        const auto print_buffer = [](const char* label, const PeerInfo& info) {
+            std::printf("  %s addr 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64 " bytes\n", label,
+                        info.addr, info.rkey, info.length);
+        };
+        print_buffer("local buffer:  ", endpoint.local_info());
+        print_buffer("remote buffer: ", *endpoint.remote_info());
     }
     switch (options.op) {
         case Operation::pingpong:

@@ -228,7 +228,9 @@ require_peer() {
 # start_capture NAME: tcpdump records this host's wire NIC (eth0; RoCE v2 is UDP port 4791) into
 # $TEST_TMP/NAME.pcap, from when it says it is listening.
 start_capture() {
-    tcpdump -i eth0 -U -n -w "$TEST_TMP/$1.pcap" udp port 4791 2>"$TEST_TMP/$1.tcpdump" &
+    # --immediate-mode: each packet as it comes; without it, tcpdump keeps them in the kernel's
+    # buffer for up to a second, and a stop before then loses them all.
+    tcpdump -i eth0 --immediate-mode -U -n -w "$TEST_TMP/$1.pcap" udp port 4791 2>"$TEST_TMP/$1.tcpdump" &
     echo $! >"$TEST_TMP/$1.tcpdump-pid"
     local i
     for ((i = 0; i < 100; i++)); do

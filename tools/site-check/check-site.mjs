@@ -47,6 +47,7 @@ const pages = [
   ['concepts_addressing.html', /Addressing/],
   ['concepts_handshake.html', /connection handshake/],
   ['concepts_events.html', /completion-event protocol/],
+  ['concepts_wire.html', /RoCE v2 on the wire/],
   ['glossary.html', /Glossary/],
 ];
 // Images a page must show (and that must load): the plot drawn by bench/plot-latency, and the

@@ -57,6 +57,16 @@ const requiredImages = new Map([
   ['concepts_handshake.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
   ['concepts_events.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
 ]);
+// The packet excerpts (docs/captures/wire_*.txt) each page must show, in its preformatted text:
+// a decoded row or header field that only that excerpt has.
+const requiredExcerpts = new Map([
+  ['concepts_wire.html', [/RC\) - SEND Only \(4\)/, /RETH - RDMA Extended Transport Header/,
+                          /AETH - ACK Extended Transport Header/]],
+  ['step03.html', [/ SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
+  ['step04.html', [/ SEND_ONLY_IMM /, / SEND_MIDDLE /, /the wire from host b's last new packet on/]],
+  ['step05.html', [/ WRITE_ONLY .* RETH va 0x[0-9a-f]+ rkey 0x[0-9a-f]{8} length 1024/,
+                   / WRITE_FIRST .* length 3000/, / READ_REQUEST /, / READ_RESPONSE_ONLY /]],
+]);
 for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`Step ${f.slice(4, 6)}`)]);
 }
@@ -95,6 +105,10 @@ try {
       body.querySelectorAll('pre, code, .fragment, .step-diff').forEach((e) => e.remove());
       return body.innerText;
     });
+    const preformatted = await page.$$eval('pre, .fragment', (es) => es.map((e) => e.innerText).join('\n'));
+    for (const want of requiredExcerpts.get(file) ?? []) {
+      check(want.test(preformatted), `${file}: no packet excerpt matching ${want}`);
+    }
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
     const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({

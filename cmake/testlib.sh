@@ -222,6 +222,7 @@ require_peer() {
         echo "SKIP: no second host; run the wire tests in the two-host lab: lab/softroce run --hosts 2 -- ctest -L wire"
         exit 77
     fi
+    # shellcheck disable=SC2034 # for the tests that source this file
     PEER=${TUTORIAL_ROOT:?}/lab/peer
 }
 
@@ -256,11 +257,13 @@ stop_capture() {
 }
 
 # wire_opcodes NAME [FROM_ADDR]: the capture's opcode names, space-separated, in order (only
-# those sent from FROM_ADDR, when given). Match the result with a pattern: ACKs coalesce
-# differently from run to run.
+# those sent from FROM_ADDR, when given), a packet sent again (the same source, opcode and PSN:
+# a retransmission) counted once. Match the result with a pattern: where the ACKs fall among
+# the other side's packets changes from run to run.
 wire_opcodes() {
-    awk -F'\t' -v from="${2:-}" 'from == "" || $3 == from { printf "%s%s", sep, $6; sep = " " }
-                                 END { print "" }' "$TEST_TMP/$1.wire"
+    awk -F'\t' -v from="${2:-}" '(from == "" || $3 == from) && !seen[$3 " " $6 " " $8]++ {
+                                      printf "%s%s", sep, $6; sep = " " }
+                                  END { print "" }' "$TEST_TMP/$1.wire"
 }
 
 # expect_opcodes NAME FROM_ADDR REGEX WHAT: the opcodes sent from FROM_ADDR match REGEX (the

@@ -22,7 +22,7 @@ PACKAGES=(
     qemu-system-x86 busybox-static kmod cpio
     # the two-host lab's side-by-side shells (lab/softroce shell --hosts 2)
     tmux
-    # the two-host lab's packet captures (tcpdump on host a) and their decoding (tools/wire-capture)
+    # the two-host lab's packet captures (tcpdump on host a) and their decoding (tools/decode-wire)
     tcpdump tshark
     # the docs
     doxygen graphviz doxygen-awesome-css

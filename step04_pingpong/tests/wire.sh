@@ -28,9 +28,10 @@ server() {
     wait_for_listen "$port" 30 "$server"
 }
 
-# psns_consecutive NAME FROM OPCODE_REGEX: the PSNs of those packets from FROM go up by one.
+# psns_consecutive NAME FROM OPCODE_REGEX: the PSNs of those packets from FROM go up by one (a
+# packet sent again, with the PSN of the one before, is a retransmission: skipped).
 psns_consecutive() {
-    awk -F'\t' -v from="$2" -v re="$3" '$3 == from && $6 ~ re {
+    awk -F'\t' -v from="$2" -v re="$3" '$3 == from && $6 ~ re && !(seen && $17 + 0 == last) {
             psn = $17 + 0
             if (seen && psn != (last + 1) % 16777216) { print "PSN " $8 " after " prev; bad = 1 }
             last = psn; prev = $8; seen = 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two-host lab (lab/softroce run --hosts 2): ibv_rc_pingpong across the wire both ways and
-# lab/peer (tests/cross_hosts.sh, on host a); an exit status from either host reaches the
-# caller; Ctrl-C stops both VMs and leaves no QEMU process behind.
+# lab/peer (tests/cross_hosts.sh, on host a), with --capture's pcap of the wire checked; an exit
+# status from either host reaches the caller; Ctrl-C stops both VMs and leaves no QEMU process
+# behind.
 #   tests/two_hosts.sh SOFTROCE
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -9,10 +10,20 @@ softroce=$1
 lab_dir=$(dirname -- "$softroce")
 export SOFTROCE_FORCE_VM=1 SOFTROCE_QUIET=1 TMPDIR=$TEST_TMP
 
-run_cmd cross "$softroce" run --hosts 2 --timeout 400 -- \
+run_cmd cross "$softroce" run --hosts 2 --capture "$TEST_TMP/wire.pcap" --timeout 400 -- \
     env TESTLIB="$TESTLIB" bash "$lab_dir/tests/cross_hosts.sh"
 expect_exit cross 0
 expect_line cross out PASS
+
+# --capture: QEMU's dump of the wire holds both ibv_rc_pingpong runs: 2 runs x 2 sides x 200
+# messages of 4096 bytes, each a SEND First (then Middle, Middle, Last at MTU 1024), each way.
+"$lab_dir/../tools/decode-wire" --tsv "$TEST_TMP/wire.pcap" >"$TEST_TMP/wire.tsv" ||
+    fail "--capture: $TEST_TMP/wire.pcap cannot be decoded"
+for from in 192.0.2.1 192.0.2.2; do
+    firsts=$(awk -F'\t' -v f="$from" '$3 == f && $6 == "SEND_FIRST" { print $7, $8 }' "$TEST_TMP/wire.tsv" | sort -u | wc -l)
+    ((firsts == 400)) || fail "--capture: $firsts distinct SEND_FIRST packets from $from, not 400"
+    echo "--capture: 400 SEND_FIRST packets from $from"
+done
 
 # An exit status from host a, and one from host b through lab/peer.
 run_cmd status_a "$softroce" run --hosts 2 --timeout 120 -- sh -c 'exit 5'

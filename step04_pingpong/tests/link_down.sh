@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# step04_pingpong across the two-host lab's wire, the fault one host cannot show: host b's link
+# goes down mid-run (ip link set eth0 down, through lab/peer). The server on host a reports
+# IBV_WC_RETRY_EXC_ERR and the hint that names the link, within the chapter's bound
+# (--timeout + about 1 s); the client on host b fails too (usually IBV_WC_LOC_QP_OP_ERR). After
+# the link is up again, a run across it succeeds.
+# shellcheck source=/dev/null
+source "$TESTLIB"
+require_peer
+prog=$1
+port=$((20000 + RANDOM % 20000))
+a=$LAB_ADDR
+
+# server NAME ARGS...: step04 (or another program, when ARGS starts with a path) serves on host a
+# in the background; sets server (its subshell's pid) once it listens.
+server() {
+    local name=$1
+    shift
+    port=$((port + 1))
+    run_cmd "$name" timeout 120 "$@" -p "$port" &
+    server=$!
+    wait_for_listen "$port" 30 "$server"
+}
+
+# Whatever happens below, host b's link comes up again: the tests after this one need it.
+trap '"$PEER" link up >/dev/null 2>&1; rm -rf "$TEST_TMP"; kill $(jobs -p) 2>/dev/null || true' EXIT
+
+server link_server "$prog" -s 64 -n 1000000 --timeout 3
+run_cmd link_client "$PEER" run --timeout 120 -- "$prog" -s 64 -n 1000000 --timeout 30 -p "$port" "$a" &
+client=$!
+wait_for_line link_server out '^  remote address' 30
+sleep 2
+# The link is down at the latest when the request returns (b's agent may take a second or two:
+# b's one vCPU is busy with the client). From then, the server on a has the chapter's bound,
+# --timeout 3 + about 1 s; it may also have failed already, its pong unacknowledged.
+asked_at=$(ms_now)
+run_cmd link_down "$PEER" link down
+expect_exit link_down 0
+down_at=$(ms_now)
+echo "taking host b's link down took $(((down_at - asked_at) / 100))00 ms"
+wait "$server"
+expect_within "$down_at" 6 "host a's report of the link down (--timeout 3)"
+run_cmd link_up "$PEER" link up
+expect_exit link_up 0
+wait "$client"
+expect_exit link_server 1
+# With its pong still unacknowledged the server fails at once; when it was waiting for a ping,
+# it first probes after --timeout.
+if grep -q 'probing its QP' "$TEST_TMP/link_server.err"; then
+    expect_match link_server err '^step04_pingpong: nothing from the peer for 3 s \(after [0-9]+ of [0-9]+ messages\); probing its QP$'
+fi
+expect_line link_server err 'step04_pingpong: send failed: IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)'
+expect_line link_server err "hint: the peer's QP stopped acknowledging (after retries): the peer process died or was killed, the network link between the hosts is down, or the path (GID, MTU) is wrong"
+expect_exit link_client 1
+expect_match link_client err 'IBV_WC_'
+# The link is back: a run across it succeeds (the tests after this one need it too).
+server after_server "$prog" -n 20 --timeout 60
+run_cmd after_client "$PEER" run --timeout 120 -- "$prog" -n 20 --timeout 60 -p "$port" "$a"
+wait "$server"
+expect_exit after_server 0
+expect_exit after_client 0
+echo PASS

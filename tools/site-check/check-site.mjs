@@ -64,6 +64,7 @@ const requiredExcerpts = new Map([
                           /AETH - ACK Extended Transport Header/]],
   ['step03.html', [/ SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
   ['step04.html', [/ SEND_ONLY_IMM /, / SEND_MIDDLE /, /the wire from host b's last new packet on/]],
+  ['step06.html', [/three clients at once\n(.*\n)+.* SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
   ['step05.html', [/ WRITE_ONLY .* RETH va 0x[0-9a-f]+ rkey 0x[0-9a-f]{8} length 1024/,
                    / WRITE_FIRST .* length 3000/, / READ_REQUEST /, / READ_RESPONSE_ONLY /]],
 ]);

@@ -17,6 +17,7 @@ expect_line cross out PASS
 
 # --capture: QEMU's dump of the wire holds both ibv_rc_pingpong runs: 2 runs x 2 sides x 200
 # messages of 4096 bytes, each a SEND First (then Middle, Middle, Last at MTU 1024), each way.
+command -v tshark >/dev/null || fail "no tshark on this machine: run tools/install-deps.sh"
 "$lab_dir/../tools/decode-wire" --tsv "$TEST_TMP/wire.pcap" >"$TEST_TMP/wire.tsv" ||
     fail "--capture: $TEST_TMP/wire.pcap cannot be decoded"
 for from in 192.0.2.1 192.0.2.2; do

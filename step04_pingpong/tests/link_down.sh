@@ -22,12 +22,23 @@ server() {
     wait_for_listen "$port" 30 "$server"
 }
 
-# Whatever happens below, host b's link comes up again: the tests after this one need it.
-trap '"$PEER" link up >/dev/null 2>&1; rm -rf "$TEST_TMP"; kill $(jobs -p) 2>/dev/null || true' EXIT
+# Whatever happens below, host b's link comes up again, and neither program outlives the test:
+# the tests after this one need the wire. (If ctest kills the test at its TIMEOUT, no trap runs:
+# the fixture test wire_link_up, after it, brings the link up.)
+cleanup() {
+    "$PEER" link up >/dev/null 2>&1
+    [[ -n ${job:-} ]] && "$PEER" signal KILL "$job" 2>/dev/null
+    [[ -n ${server:-} ]] && pkill -TERM -P "$server" 2>/dev/null  # its timeout passes TERM on
+    rm -rf "$TEST_TMP"
+    local pids
+    mapfile -t pids < <(jobs -p)
+    ((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true
+}
+trap cleanup EXIT
 
 server link_server "$prog" -s 64 -n 1000000 --timeout 3
-run_cmd link_client "$PEER" run --timeout 120 -- "$prog" -s 64 -n 1000000 --timeout 30 -p "$port" "$a" &
-client=$!
+job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 30 -p "$port" "$a") ||
+    fail "lab/peer could not start the client on host b"
 wait_for_line link_server out '^  remote address' 30
 sleep 2
 # The link is down at the latest when the request returns (b's agent may take a second or two:
@@ -42,7 +53,8 @@ wait "$server"
 expect_within "$down_at" 6 "host a's report of the link down (--timeout 3)"
 run_cmd link_up "$PEER" link up
 expect_exit link_up 0
-wait "$client"
+run_cmd link_client "$PEER" wait --timeout 120 "$job"
+job=
 expect_exit link_server 1
 # With its pong still unacknowledged the server fails at once; when it was waiting for a ping,
 # it first probes after --timeout.

@@ -32,7 +32,7 @@ expect_exit server 0
 expect_match server out '^server: clients: 3 connected, 3 complete, 0 failed, 0 rejected, 0 aborted$'
 
 # On the wire: host a sent to three destination QPs, the clients' QPNs, n messages each (Send
-# Only at 64 bytes, the last one with immediate data): n distinct PSNs per QP. A packet sent
+# Only at 64 bytes): n distinct PSNs per QP. A packet sent
 # again (same QP and PSN) is a retransmission: the loaded one-vCPU hosts miss an ACK timeout
 # now and then.
 clients=$(for c in busy event spin; do

@@ -64,7 +64,7 @@ const requiredExcerpts = new Map([
                           /AETH - ACK Extended Transport Header/]],
   ['step03.html', [/ SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
   ['step04.html', [/ SEND_ONLY_IMM /, / SEND_MIDDLE /, /the wire from host b's last new packet on/]],
-  ['step06.html', [/three clients at once\n(.*\n)+.* SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
+  ['step06.html', [/three clients at once\n(?:.*\n)*?.* SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
   ['step05.html', [/ WRITE_ONLY .* RETH va 0x[0-9a-f]+ rkey 0x[0-9a-f]{8} length 1024/,
                    / WRITE_FIRST .* length 3000/, / READ_REQUEST /, / READ_RESPONSE_ONLY /]],
 ]);
@@ -109,6 +109,11 @@ try {
     const preformatted = await page.$$eval('pre, .fragment', (es) => es.map((e) => e.innerText).join('\n'));
     for (const want of requiredExcerpts.get(file) ?? []) {
       check(want.test(preformatted), `${file}: no packet excerpt matching ${want}`);
+    }
+    if (file === 'step06.html') {  // three clients: SEND Only packets to three QPs
+      const qps = new Set([...preformatted.matchAll(/ SEND_ONLY +(0x[0-9a-f]{6}) 0x[0-9a-f]{6} /g)]
+        .map((m) => m[1]));
+      check(qps.size === 3, `step06.html: the packet excerpt shows ${qps.size} QPs, not 3`);
     }
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);

@@ -226,6 +226,17 @@ require_peer() {
     PEER=${TUTORIAL_ROOT:?}/lab/peer
 }
 
+# serve NAME CMD...: the next port (port + 1), and CMD -p PORT on this host in the background,
+# as run NAME, under a 120 s timeout; sets server (run_cmd's subshell) once it listens.
+serve() {
+    local name=$1
+    shift
+    port=$((port + 1))
+    run_cmd "$name" timeout 120 "$@" -p "$port" &
+    server=$!
+    wait_for_listen "$port" 30 "$server"
+}
+
 # start_capture NAME: tcpdump records this host's wire NIC (eth0; RoCE v2 is UDP port 4791) into
 # $TEST_TMP/NAME.pcap, from when it says it is listening.
 start_capture() {

@@ -9,18 +9,8 @@ source "$TESTLIB"
 require_peer
 prog=$1
 port=$((20000 + RANDOM % 20000))
+server=  # serve (testlib) sets it
 a=$LAB_ADDR
-
-# server NAME ARGS...: step04 (or another program, when ARGS starts with a path) serves on host a
-# in the background; sets server (its subshell's pid) once it listens.
-server() {
-    local name=$1
-    shift
-    port=$((port + 1))
-    run_cmd "$name" timeout 120 "$@" -p "$port" &
-    server=$!
-    wait_for_listen "$port" 30 "$server"
-}
 
 # Whatever happens below, host b's link comes up again, and neither program outlives the test:
 # the tests after this one need the wire. (If ctest kills the test at its TIMEOUT, no trap runs:
@@ -36,7 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-server link_server "$prog" -s 64 -n 1000000 --timeout 3
+serve link_server "$prog" -s 64 -n 1000000 --timeout 3
 job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 30 -p "$port" "$a") ||
     fail "lab/peer could not start the client on host b"
 wait_for_line link_server out '^  remote address' 30
@@ -66,7 +56,7 @@ expect_line link_server err "hint: the peer's QP stopped acknowledging (after re
 expect_exit link_client 1
 expect_match link_client err 'IBV_WC_'
 # The link is back: a run across it succeeds (the tests after this one need it too).
-server after_server "$prog" -n 20 --timeout 60
+serve after_server "$prog" -n 20 --timeout 60
 run_cmd after_client "$PEER" run --timeout 120 -- "$prog" -n 20 --timeout 60 -p "$port" "$a"
 wait "$server"
 expect_exit after_server 0

@@ -12,19 +12,9 @@ source "$TESTLIB"
 require_peer
 prog=$1
 port=$((20000 + RANDOM % 20000))
+server=  # serve (testlib) sets it
 gid=(-g "${RDMA_GID_INDEX:-1}")  # ibv_rc_pingpong sends no GID without -g; RoCE needs one
 a=$LAB_ADDR b=$LAB_PEER_ADDR
-
-# server NAME ARGS...: step04 (or another program, when ARGS starts with a path) serves on host a
-# in the background; sets server (its subshell's pid) once it listens.
-server() {
-    local name=$1
-    shift
-    port=$((port + 1))
-    run_cmd "$name" timeout 120 "$@" -p "$port" &
-    server=$!
-    wait_for_listen "$port" 30 "$server"
-}
 
 # psns_consecutive NAME FROM OPCODE_REGEX: the PSNs of those packets from FROM go up by one (a
 # packet sent again, with the PSN of the one before, is a retransmission: skipped).
@@ -39,7 +29,7 @@ psns_consecutive() {
 
 # 1. The plain loop, three iterations of 64 bytes.
 start_capture plain
-server plain_server "$prog" -s 64 -n 3 --plain --timeout 60
+serve plain_server "$prog" -s 64 -n 3 --plain --timeout 60
 run_cmd plain_client "$PEER" run --timeout 120 -- "$prog" -s 64 -n 3 --plain --timeout 60 -p "$port" "$a"
 wait "$server"
 stop_capture plain
@@ -53,7 +43,7 @@ done
 
 # 2. A message of 10000 bytes at MTU 1024: 10 packets, the last one 784 bytes of payload.
 start_capture big
-server big_server "$prog" -s 10000 -m 1024 -n 2 --timeout 60
+serve big_server "$prog" -s 10000 -m 1024 -n 2 --timeout 60
 run_cmd big_client "$PEER" run --timeout 120 -- "$prog" -s 10000 -m 1024 -n 2 --timeout 60 -p "$port" "$a"
 wait "$server"
 stop_capture big
@@ -72,10 +62,10 @@ lengths=$(awk -F'\t' -v b="$b" '$3 == b && $6 ~ /^SEND_/ { print $15 }' "$TEST_T
     fail "big: frame sizes from host b were $lengths, not 1082 (1024 of payload), 842 (784) and 846 (784 and 4 of immediate data)"
 
 # 3. ibv_rc_pingpong both ways across the hosts.
-server s04_server "$prog" -n 100 --timeout 60
+serve s04_server "$prog" -n 100 --timeout 60
 run_cmd rc_client "$PEER" run --timeout 120 -- ibv_rc_pingpong "${gid[@]}" -n 100 -p "$port" "$a"
 wait "$server"
-server rc_server ibv_rc_pingpong -d "$RDMA_DEVICE" "${gid[@]}" -n 100
+serve rc_server ibv_rc_pingpong -d "$RDMA_DEVICE" "${gid[@]}" -n 100
 run_cmd s04_client "$PEER" run --timeout 120 -- "$prog" -n 100 --timeout 60 -p "$port" "$a"
 wait "$server"
 for run in s04_server rc_client rc_server s04_client; do
@@ -85,7 +75,7 @@ for run in s04_server rc_client rc_server s04_client; do
 done
 
 # 4. The server killed mid-run (the capture starts then, to keep it short).
-server killed_server "$prog" -s 64 -n 1000000 --timeout 60
+serve killed_server "$prog" -s 64 -n 1000000 --timeout 60
 run_cmd killed_client "$PEER" run --timeout 120 -- "$prog" -s 64 -n 1000000 --timeout 2 -p "$port" "$a" &
 client=$!
 wait_for_line killed_server out '^  remote address' 30

@@ -3,18 +3,15 @@
 #include "client.hpp"
 
 #include <poll.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "cq_events.hpp"
@@ -96,16 +93,8 @@ class CompletionWaiter {
             until = *wake_at;
         }
         until = std::min(until, deadline + std::chrono::milliseconds(1));
-        const auto ns = std::max<long long>(
-            0, std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count());
-        timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
         pollfd p{ep_.channel_fd(), POLLIN, 0};
-        const int rc = ::ppoll(&p, 1, &ts, nullptr);
-        if (rc < 0 && errno != EINTR) {
-            throw std::system_error(errno, std::generic_category(), "ppoll");
-        }
-        throw_if_stopped();
-        return rc > 0;
+        return poll_unless_stopped(p, until - Clock::now()) > 0;  // tcp.hpp's
     }
 
     //! [event]

@@ -1,18 +1,14 @@
 // Step 06: epoll-driven completions, done right: one thread serves many ping-pong clients.
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -139,9 +135,10 @@ void Server::on_channel(ClientSession& s) {
         tutorial::service_channel(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
                                   [&](const ibv_wc& wc) { completions.push_back(wc); });
     } catch (const std::exception& e) {  // a failed completion (try_poll throws it)
+        const std::uint64_t id = s.id;   // progress() may end the session, and free s with it
         progress(s, completions);
-        if (sessions_.count(s.id) != 0) {
-            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        if (sessions_.count(id) != 0) {
+            finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
         }
         return;
     }
@@ -199,10 +196,8 @@ void Server::safety_net_sweep(bool timed_out) {
 int main(int argc, char** argv) {
     using namespace tutorial;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
-    std::optional<Options> options;
     try {
-        options = parse_options(argc, argv);
-        return run(*options);
+        return run(parse_options(argc, argv));
     } catch (const UsageError& e) {
         std::fprintf(stderr, "%s: %s\n%s", kProgram, e.what(), usage_text().c_str());
         return kExitUsage;
@@ -212,26 +207,6 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
         }
         return e.exit_code();
-    } catch (const std::system_error& e) {
-        if (e.code().value() == ENOMEM && std::string_view(e.what()).starts_with("ibv_reg_mr") &&
-            options) {
-            const std::size_t bytes = 2 * options->size;
-            rlimit limit{};
-            ::getrlimit(RLIMIT_MEMLOCK, &limit);
-            const std::string now = limit.rlim_cur == RLIM_INFINITY
-                                        ? std::string("unlimited")
-                                        : std::to_string(limit.rlim_cur / 1024);
-            std::fprintf(stderr, "%s: ibv_reg_mr: %s (registering %zu bytes)\n", kProgram,
-                         std::strerror(ENOMEM), bytes);
-            std::fprintf(stderr,
-                         "hint: the memlock limit (ulimit -l, now %s KiB) is too low to pin %zu "
-                         "bytes: raise it with ulimit -l unlimited or in "
-                         "/etc/security/limits.conf\n",
-                         now.c_str(), bytes);
-        } else {
-            std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-        }
-        return kExitRdma;
     } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
         return kExitRdma;

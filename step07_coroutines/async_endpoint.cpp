@@ -131,6 +131,10 @@ std::coroutine_handle<> AsyncEndpoint::route(const ibv_wc& wc) {
             return route_send(wc);
         case WrKind::one_sided:
             return route_one_sided(wc);
+        case WrKind::drain_marker:
+            marker_back_ = true;
+            completed_sends_ = sent_;  // every send before it is done, CQE or not
+            return {};
         case WrKind::unknown:
             break;
     }
@@ -392,8 +396,7 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
         for (int i = 0; i < n; ++i) {
             const ibv_wc& wc = batch_[static_cast<std::size_t>(i)];
             if (wc.wr_id == kDrainSendWrId) {
-                marker_back_ = true;
-                completed_sends_ = sent_;  // every send before it is done, CQE or not
+                (void)route(wc);  // the marker: not a drained request
                 continue;
             }
             ++result.drained;

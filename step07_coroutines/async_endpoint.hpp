@@ -47,10 +47,13 @@ inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
 inline constexpr std::uint64_t kDrainSendWrId = ~std::uint64_t{0};
 /// cancel() stops draining when nothing more came for this long (an overflowed CQ).
 inline constexpr std::chrono::milliseconds kFlushStall{100};
-enum class WrKind : std::uint8_t { receive, send, one_sided, unknown };
+enum class WrKind : std::uint8_t { receive, send, one_sided, drain_marker, unknown };
 /// The one place that decodes a wr_id.
 [[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth,
                                            std::uint64_t one_sided_in_flight) noexcept {
+    if (wr_id == kDrainSendWrId) {  // first: its send tag is set, but it is no numbered send
+        return WrKind::drain_marker;
+    }
     if ((wr_id & kSendTag) != 0) {
         return WrKind::send;
     }

@@ -1,14 +1,9 @@
 // Step 07: C++20 coroutines over step06's event loop: one coroutine per connection, one thread.
-#include <sys/resource.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <exception>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <system_error>
 
 #include "async_endpoint.hpp"
@@ -165,10 +160,8 @@ void Server::shut_down() {
 int main(int argc, char** argv) {
     using namespace tutorial;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
-    std::optional<Options> options;
     try {
-        options = parse_options(argc, argv);
-        return run(*options);
+        return run(parse_options(argc, argv));
     } catch (const UsageError& e) {
         std::fprintf(stderr, "%s: %s\n%s", kProgram, e.what(), usage_text().c_str());
         return kExitUsage;
@@ -178,27 +171,6 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
         }
         return e.exit_code();
-    } catch (const std::system_error& e) {
-        if (e.code().value() == ENOMEM && std::string_view(e.what()).starts_with("ibv_reg_mr") &&
-            options) {
-            const std::size_t bytes =
-                static_cast<std::size_t>(options->rx_depth + 1) * options->size;
-            rlimit limit{};
-            ::getrlimit(RLIMIT_MEMLOCK, &limit);
-            const std::string now = limit.rlim_cur == RLIM_INFINITY
-                                        ? std::string("unlimited")
-                                        : std::to_string(limit.rlim_cur / 1024);
-            std::fprintf(stderr, "%s: ibv_reg_mr: %s (registering %zu bytes)\n", kProgram,
-                         std::strerror(ENOMEM), bytes);
-            std::fprintf(stderr,
-                         "hint: the memlock limit (ulimit -l, now %s KiB) is too low to pin %zu "
-                         "bytes: raise it with ulimit -l unlimited or in "
-                         "/etc/security/limits.conf\n",
-                         now.c_str(), bytes);
-        } else {
-            std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-        }
-        return kExitRdma;
     } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
         return kExitRdma;

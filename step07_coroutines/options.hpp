@@ -255,8 +255,13 @@ inline void check_option_combinations(Options& o, bool events) {
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
     }
-    if (o.cq_depth != 0 && o.cq_depth < 4) {
-        throw UsageError("--cq-depth must be at least 4");
+    // After a failure the QP flushes every outstanding request into the CQ: it must hold them.
+    const auto outstanding =
+        static_cast<std::uint64_t>(o.rx_depth) + static_cast<std::uint64_t>(o.tx_depth);
+    if (o.cq_depth != 0 && o.cq_depth < outstanding) {
+        throw UsageError("--cq-depth " + std::to_string(o.cq_depth) +
+                         " is below --rx-depth + --tx-depth (" + std::to_string(outstanding) +
+                         "): the CQ must hold every request a failure flushes");
     }
 }
 

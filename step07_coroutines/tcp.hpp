@@ -78,25 +78,54 @@ inline void throw_if_stopped() {
     }
 }
 
-[[nodiscard]] inline int milliseconds_left(Clock::time_point deadline) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
+// Blocks SIGINT and SIGTERM for its lifetime, and gives the mask they had before.
+class StopSignalsBlocked {
+  public:
+    StopSignalsBlocked() {
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGINT);
+        sigaddset(&stop_signals, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &stop_signals, &before_);
+    }
+    StopSignalsBlocked(const StopSignalsBlocked&) = delete;
+    StopSignalsBlocked& operator=(const StopSignalsBlocked&) = delete;
+    ~StopSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+    [[nodiscard]] const sigset_t& before() const noexcept { return before_; }
+
+  private:
+    sigset_t before_{};
+};
+
+// poll() on one fd, ended by SIGINT or SIGTERM however close to the call they land: the signals
+// stay blocked from the flag check until ppoll() unblocks them atomically, so a signal that came
+// in between is delivered inside ppoll(), which then returns EINTR at once. (With a plain check
+// then poll(), it would wait out the whole timeout.) Returns ppoll's result; throws
+// TutorialError(kExitInterrupted) once a stop signal has arrived.
+inline int poll_unless_stopped(pollfd& entry, std::chrono::nanoseconds timeout) {
+    const StopSignalsBlocked blocked;
+    throw_if_stopped();
+    timeout = std::max(timeout, std::chrono::nanoseconds(0));
+    const timespec wait{static_cast<time_t>(timeout.count() / 1'000'000'000),
+                        static_cast<long>(timeout.count() % 1'000'000'000)};
+    const int ready = ::ppoll(&entry, 1, &wait, &blocked.before());
+    if (ready < 0 && errno != EINTR) {
+        throw std::system_error(errno, std::generic_category(), "ppoll");
+    }
+    throw_if_stopped();
+    return ready;
 }
 
 // Waits until fd is readable (POLLIN) or writable (POLLOUT). False when the deadline passed.
 [[nodiscard]] inline bool wait_for(int fd, short events, Clock::time_point deadline) {
     for (;;) {
-        throw_if_stopped();
         pollfd entry{fd, events, 0};
-        const int ready = ::poll(&entry, 1, milliseconds_left(deadline));
+        const int ready = poll_unless_stopped(entry, deadline - Clock::now());
         if (ready > 0) {
             return true;
         }
         if (ready == 0) {
             return false;
-        }
-        if (errno != EINTR) {
-            throw std::system_error(errno, std::generic_category(), "poll");
         }
     }
 }

@@ -9,7 +9,7 @@ bin=$1
 msgs=${2:-1500}
 good=${3:-6}
 port=$((20000 + RANDOM % 20000))
-common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$msgs" -r 64 -c 4 --check --timeout 30)
+common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$msgs" -r 64 --check --timeout 30)
 run_cmd server "$bin" "${common[@]}" --timeout 10 --exit-after $((good + 3)) &
 server=$!
 wait_for_listen "$port"

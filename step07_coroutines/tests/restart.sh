@@ -12,7 +12,7 @@ require_device
 bin=$1
 prog=${bin##*/}
 port=$((20000 + RANDOM % 20000))
-common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -r 64 -c 4 --check)
+common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -r 64 --check)
 modes=("" -e "--spin-us 20")  # client i runs in mode i % 3: busy, event, spin
 mode_names=(busy event spin)
 

@@ -11,7 +11,7 @@ require_device
 bin=$1
 for sig in INT TERM; do
     port=$((20000 + RANDOM % 20000))
-    common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 -c 4 --check --timeout 10)
+    common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 --check --timeout 10)
     # Started directly (not through run_cmd's subshell) so that kill reaches it.
     "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
     server=$!

@@ -84,6 +84,14 @@ TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
     EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
 }
 
+TEST(Options, CqDepthHoldsEveryRequestAFailureFlushes) {
+    EXPECT_EQ(usage_error({"-r", "64", "-t", "16", "--cq-depth", "4"}),
+              "--cq-depth 4 is below --rx-depth + --tx-depth (80): the CQ must hold every request "
+              "a failure flushes");
+    EXPECT_EQ(parse({"-r", "64", "-t", "16", "--cq-depth", "80"}).cq_depth, 80U);
+    EXPECT_EQ(parse({"-r", "64"}).cq_depth, 0U) << "0: rx-depth + tx-depth";
+}
+
 TEST(LatencyFile, OptionIsAClientOption) {
     EXPECT_EQ(parse({"--latency-file", "/tmp/x.lat", "host"}).latency_file, "/tmp/x.lat");
     EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");

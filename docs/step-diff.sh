@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# docs/step-diff.sh ROOT PREVIOUS_STEP STEP OUT.html
-# docs/step-diff.sh --count ROOT PREVIOUS_STEP STEP
+# docs/step-diff.sh ROOT BASE_STEP STEP OUT.html
+# docs/step-diff.sh --count ROOT BASE_STEP STEP
 #
-# The diff of a step's sources (*.cpp, *.hpp; not tests/) against the previous
-# step's, rename- and move-aware. The first form writes an HTML fragment for a
-# chapter's "What changed since the previous step":
+# The diff of a step's sources (*.cpp, *.hpp; not tests/) against its base
+# step's, rename- and move-aware. BASE_STEP is the folder that STEP/BASE names
+# (tests/step_base.py): the previous step in Part I, the core step a Part II
+# step branches from. The first form writes an HTML fragment for a chapter's
+# "What changed since" its base, which it names:
 #     \htmlinclude[block] STEP.html
-# The second prints three numbers: lines added, removed and moved.
+# The second prints six numbers: lines added, removed and moved in the whole
+# step, then lines added, removed and moved in its carried files alone (those
+# both steps have by name; a moved line counts on its new side, so code that
+# leaves a carried file for a new one is counted with the new file).
 #
 # How: both steps' sources go into a throw-away git repository as two trees
 # under the same folder, and `git diff --find-renames --color-moved=zebra`
@@ -21,13 +26,13 @@ count_only=0
 if [[ ${1-} == --count ]]; then
     count_only=1
     shift
-    (($# == 3)) || { echo "usage: docs/step-diff.sh --count ROOT PREVIOUS_STEP STEP" >&2; exit 2; }
+    (($# == 3)) || { echo "usage: docs/step-diff.sh --count ROOT BASE_STEP STEP" >&2; exit 2; }
 else
-    (($# == 4)) || { echo "usage: docs/step-diff.sh ROOT PREVIOUS_STEP STEP OUT.html" >&2; exit 2; }
+    (($# == 4)) || { echo "usage: docs/step-diff.sh ROOT BASE_STEP STEP OUT.html" >&2; exit 2; }
 fi
-root=$1 previous=$2 step=$3 out=${4-}
+root=$1 base=$2 step=$3 out=${4-}
 cd -- "$root"
-[[ -d $previous && -d $step ]] || { echo "step-diff: no folder $previous or $step in $root" >&2; exit 2; }
+[[ -d $base && -d $step ]] || { echo "step-diff: no folder $base or $step in $root" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf -- "$tmp"' EXIT
@@ -47,11 +52,11 @@ snapshot() {
     git add -A -- .
     git write-tree
 }
-old_tree=$(snapshot "$previous")
+old_tree=$(snapshot "$base")
 new_tree=$(snapshot "$step")
 
 unchanged=()
-for f in "$previous"/*.cpp "$previous"/*.hpp; do
+for f in "$base"/*.cpp "$base"/*.hpp; do
     name=${f##*/}
     [[ -f $step/$name ]] && cmp -s -- "$f" "$step/$name" && unchanged+=("$name")
 done
@@ -68,7 +73,7 @@ diff_text=$(git -c core.quotePath=false \
     -c color.diff.meta=7 -c color.diff.frag=8 -c color.diff.context=9 -c color.diff.func=8 \
     diff --color=always --find-renames --color-moved=zebra \
     --color-moved-ws=allow-indentation-change --ws-error-highlight=none \
-    --src-prefix="$previous/" --dst-prefix="$step/" \
+    --src-prefix="$base/" --dst-prefix="$step/" \
     "$old_tree" "$new_tree" --)
 
 # One line per diff line: KIND<TAB>text, KIND one of add del move-add move-del
@@ -93,20 +98,30 @@ classify() {
         }'
 }
 classified=$(classify <<<"$diff_text")
-count() { grep -cE "^$1"$'\t' <<<"$classified" || true; }
-added=$(count 'add')
-removed=$(count 'del')
-moved=$(count 'move-add(-alt)?')
+# Lines added, removed and moved (on the new side): in all files, then in the
+# carried files, whose "--- BASE/name" and "+++ STEP/name" headers name one file.
+read -r added removed moved carried_added carried_removed carried_moved < <(
+    awk -F '\t' '
+        function name(s) { s = substr(s, 5); return (s == "/dev/null") ? "" : substr(s, index(s, "/") + 1) }
+        $1 == "file" && substr($2, 1, 4) == "--- " { old = name($2) }
+        $1 == "file" && substr($2, 1, 4) == "+++ " { new = name($2) }
+        {
+            k = ($1 == "add") ? 1 : ($1 == "del") ? 2 : ($1 ~ /^move-add/) ? 3 : 0
+            if (k == 0) next
+            n[k]++
+            if (old != "" && old == new) c[k]++
+        }
+        END { printf "%d %d %d %d %d %d\n", n[1], n[2], n[3], c[1], c[2], c[3] }' <<<"$classified")
 
 if ((count_only)); then
-    echo "$added $removed $moved"
+    echo "$added $removed $moved $carried_added $carried_removed $carried_moved"
     exit 0
 fi
 
 {
     printf '<div class="step-diff">\n'
-    printf '<p class="step-diff-summary"><code>%s</code> &rarr; <code>%s</code>: %d lines added, %d removed, %d moved.</p>\n' \
-        "$previous" "$step" "$added" "$removed" "$moved"
+    printf '<p class="step-diff-summary">Against its base step, <code>%s</code> &rarr; <code>%s</code>: %d lines added, %d removed, %d moved; of these, in the files both steps have, %d added, %d removed, %d moved.</p>\n' \
+        "$base" "$step" "$added" "$removed" "$moved" "$carried_added" "$carried_removed" "$carried_moved"
     if [[ -z $classified && ${#unchanged[@]} -eq 0 ]]; then
         printf '<p>Neither step has sources.</p>\n'
     elif [[ -z $classified ]]; then

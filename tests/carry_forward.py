@@ -1,26 +1,29 @@
 #!/usr/bin/python3
-"""tests/carry_forward.py [ROOT]: a carried file is the previous step's copy, or the chapter says why not.
+"""tests/carry_forward.py [ROOT]: a carried file is the base step's copy, or the chapter says why not.
 
-For each step folder ROOT/step0[1-9]_*/ after the first, every source file
-(*.cpp, *.hpp; not tests/) that exists in both the previous step and this one,
-except main.cpp (the lesson), must be byte-identical, or be listed in this
-step's chapter.md in a section headed "Files changed since the previous step"
-(any heading level), one list item per file, the name in backticks and a
-one-line reason:
+For each step folder ROOT/step0[1-9]_*/ that declares a base step in its BASE
+file (tests/step_base.py: in Part I the previous step, in Part II the core step
+it branches from), every source file (*.cpp, *.hpp; not tests/) that exists in
+both the base step and this one, except main.cpp (the lesson), must be
+byte-identical, or be listed in this step's chapter.md in a section headed
+"Files changed since the previous step" (any heading level; "since the base
+step" where the base is not the step just before), one list item per file,
+the name in backticks and a one-line reason:
 
     ## Files changed since the previous step {#step05_files_changed}
     - `options.hpp`: adds -s and -n, which the ping-pong needs
 
 It fails both ways, naming the step and the file: a carried file that changed
 and is not listed, and a listed file that did not change or is not in both
-steps.
+steps. A BASE that names no earlier step folder fails, naming the step and the
+file; a step without BASE (step01) has no base and is not checked.
 """
 import pathlib
 import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from name_drift import chapter_section, step_dirs  # noqa: E402  (one parser for both tests)
+from step_base import base_section, since, step_bases, step_dirs  # noqa: E402  (one reader for every tool)
 
 
 def source_names(step):
@@ -30,17 +33,26 @@ def source_names(step):
 def main(argv):
     root = pathlib.Path(argv[1] if len(argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
     steps = step_dirs(root)
-    if len(steps) < 2:
-        print(f"carry_forward: fewer than two steps in {root}")
-        return 0
-    errors = 0
-    for previous, step in zip(steps, steps[1:]):
+    pairs, errors_found = step_bases(root)
+    for line in errors_found:
+        print(line)
+    errors = len(errors_found)
+    checked = 0
+    for step, base in pairs:
+        if base is None:
+            continue
+        checked += 1
         tag = step.name
-        carried = sorted((source_names(previous) & source_names(step)) - {"main.cpp"})
+        title = f"Files changed since {since(step, base, steps)}"
+        carried = sorted((source_names(base) & source_names(step)) - {"main.cpp"})
         changed = {name for name in carried
-                   if (previous / name).read_bytes() != (step / name).read_bytes()}
+                   if (base / name).read_bytes() != (step / name).read_bytes()}
         listed = {}
-        for line in chapter_section(step / "chapter.md", "Files changed since the previous step") or []:
+        section, heading_errors = base_section(step, base, steps, "Files changed")
+        for line in heading_errors:
+            print(line)
+            errors += 1
+        for line in section:
             if not re.match(r"^\s*[-*]\s", line):
                 continue
             m = re.match(r"^\s*[-*]\s+`([^`]+)`\s*:\s*\S", line)
@@ -50,19 +62,19 @@ def main(argv):
                 continue
             listed[m.group(1)] = line.strip()
         for name in sorted(changed - set(listed)):
-            print(f"{tag}: {name} differs from {previous.name}/{name}; list it with a reason under"
-                  f" 'Files changed since the previous step' in {tag}/chapter.md")
+            print(f"{tag}: {name} differs from {base.name}/{name} (the base in {tag}/BASE); list it with"
+                  f" a reason under '{title}' in {tag}/chapter.md")
             errors += 1
         for name in sorted(set(listed) - changed):
             if name in carried:
-                why = f"is identical to {previous.name}/{name}"
+                why = f"is identical to {base.name}/{name}"
             elif name == "main.cpp":
                 why = "is the lesson, not a carried file"
             else:
-                why = f"is not in both {previous.name} and {tag}"
+                why = f"is not in both {base.name} and {tag}"
             print(f"{tag}: chapter.md lists {name} as changed, but it {why}")
             errors += 1
-    print(f"carry_forward: {len(steps) - 1} step pairs checked, {errors} problems")
+    print(f"carry_forward: {checked} steps checked against their base, {errors} problems")
     return 1 if errors else 0
 
 

@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """tests/name_drift.py [ROOT]: names keep the name of the step that introduced them.
 
-For each step folder ROOT/step0[1-9]_*/ after the first, the function and type
-names that the previous step's sources (*.cpp, *.hpp; not tests/) define and
-this step's no longer define must be listed in this step's chapter.md, in a
-section headed "Names changed since the previous step" (any heading level):
+For each step folder ROOT/step0[1-9]_*/ that declares a base step in its BASE
+file (tests/step_base.py: in Part I the previous step, in Part II the core step
+it branches from), the function and type names that the base step's sources
+(*.cpp, *.hpp; not tests/) define and this step's no longer define must be
+listed in this step's chapter.md, in a section headed "Names changed since the
+previous step" (any heading level; "since the base step" where the base is not
+the step just before):
 
     ## Names changed since the previous step {#step05_names}
     - `format_gid` → `gid_to_string`: reason on one line
@@ -14,7 +17,9 @@ It fails, naming the step and the names, when a name disappears without being
 listed, when a listed old name did not disappear, and when a rename's new name
 is not defined by the step. Names are unqualified: a free function that moves
 into a class under the same name keeps its name. main, run, operators,
-constructors and destructors are not counted.
+constructors and destructors are not counted. A BASE that names no earlier
+step folder fails, naming the step and the file; a step without BASE (step01)
+has no base and is not checked.
 
 The scanner below (also used by tools/step-metrics) reads C++ without a
 compiler: it blanks comments, literals and preprocessor lines, then matches
@@ -25,6 +30,9 @@ import bisect
 import pathlib
 import re
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from step_base import base_section, since, step_bases, step_dirs  # noqa: E402  (one reader for every tool)
 
 IGNORED = {"main", "run"}
 NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype",
@@ -274,10 +282,6 @@ def _qualify(scopes, name):
     return "::".join(classes + [name])
 
 
-def step_dirs(root):
-    return sorted(p for p in root.glob("step0[1-9]_*") if p.is_dir())
-
-
 def sources(step):
     return sorted(p for p in step.iterdir() if p.is_file() and p.suffix in (".cpp", ".hpp"))
 
@@ -292,36 +296,25 @@ def defined_names(step):
     return names
 
 
-def chapter_section(chapter, title):
-    """The lines of the sections headed TITLE in CHAPTER (None when there is none)."""
-    if not chapter.is_file():
-        return None
-    lines = chapter.read_text(encoding="utf-8").splitlines()
-    body = None
-    for k, line in enumerate(lines):
-        m = re.match(r"^(#{1,6})\s+" + re.escape(title) + r"\s*(?:\{#[^}]*\})?\s*#*\s*$", line)
-        if m:
-            level = len(m.group(1))
-            body = body or []
-            for rest in lines[k + 1:]:
-                h = re.match(r"^(#{1,6})\s", rest)
-                if h and len(h.group(1)) <= level:
-                    break
-                body.append(rest)
-    return body
-
-
 def main(argv):
     root = pathlib.Path(argv[1] if len(argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
     steps = step_dirs(root)
-    if len(steps) < 2:
-        print(f"name_drift: fewer than two steps in {root}")
-        return 0
-    errors = 0
-    for previous, step in zip(steps, steps[1:]):
-        old, new = defined_names(previous), defined_names(step)
+    pairs, errors_found = step_bases(root)
+    for line in errors_found:
+        print(line)
+    errors = len(errors_found)
+    checked = 0
+    for step, base in pairs:
+        if base is None:
+            continue
+        checked += 1
+        title = f"Names changed since {since(step, base, steps)}"
+        old, new = defined_names(base), defined_names(step)
         gone = sorted(set(old) - set(new))
-        section = chapter_section(step / "chapter.md", "Names changed since the previous step") or []
+        section, heading_errors = base_section(step, base, steps, "Names changed")
+        for line in heading_errors:
+            print(line)
+            errors += 1
         renamed, removed, bad = {}, set(), []
         for line in section:
             if not re.match(r"^\s*[-*]\s", line):
@@ -342,12 +335,12 @@ def main(argv):
             errors += 1
         for name in gone:
             if name not in listed:
-                print(f"{tag}: `{name}` (defined in {previous.name}/{old[name]}) is no longer defined;"
-                      f" list it under 'Names changed since the previous step'")
+                print(f"{tag}: `{name}` (defined in {base.name}/{old[name]}, the base in {tag}/BASE) is no"
+                      f" longer defined; list it under '{title}'")
                 errors += 1
         for name in sorted(listed):
             if name not in old:
-                print(f"{tag}: chapter.md lists `{name}`, which {previous.name} does not define")
+                print(f"{tag}: chapter.md lists `{name}`, which {base.name} does not define")
                 errors += 1
             elif name in new:
                 print(f"{tag}: chapter.md lists `{name}` as changed, but {tag} still defines it ({new[name]})")
@@ -356,7 +349,7 @@ def main(argv):
             if target not in new:
                 print(f"{tag}: chapter.md renames `{name}` to `{target}`, which {tag} does not define")
                 errors += 1
-    print(f"name_drift: {len(steps) - 1} step pairs checked, {errors} problems")
+    print(f"name_drift: {checked} steps checked against their base, {errors} problems")
     return 1 if errors else 0
 
 

@@ -44,7 +44,7 @@ inline void check_handshake_v3(const std::uint8_t* data, std::size_t size) {
             property_failed("decode_handshake_v3 accepted a message that is not 64 bytes");
         }
         if (info.qpn < 2 || info.qpn > 0xffffff || info.psn > 0xffffff || info.length == 0 ||
-            info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096) {
+            info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096 || info.read_depth == 0) {
             property_failed("decode_handshake_v3 accepted a field out of range");
         }
         const HandshakeV3Message again = encode_handshake_v3(info);
@@ -68,6 +68,7 @@ inline void check_handshake_v3(const std::uint8_t* data, std::size_t size) {
         local.length = std::max<std::uint64_t>(load_be(data + 37, 8), 1);
         local.message_size = static_cast<std::uint32_t>(load_be(data + 45, 4));  // 0 allowed
         local.iterations = static_cast<std::uint32_t>(load_be(data + 49, 4));
+        local.read_depth = static_cast<std::uint8_t>(std::max<int>(data[0], 1));
         if (local.addr + local.length < local.addr) {
             local.length = 0 - local.addr;  // ends exactly at 2^64, the largest valid buffer
         }

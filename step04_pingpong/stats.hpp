@@ -20,7 +20,9 @@ namespace tutorial {
 // perftest's latency figures (ib_send_lat, print_report_lat), reproduced:
 //  - one sample per iteration: the time between two consecutive sends, a full round trip;
 //  - sorted, then the 2 largest samples are dropped (LAT_MEASURE_TAIL) from the count m;
-//  - every figure is halved (a send latency test reports one way: rtt_factor 2);
+//  - every figure is divided by rtt_factor: 2 where a sample is a round trip that the test
+//    reports one way (ib_send_lat, ib_write_lat's ping-pong), 1 where the round trip is the
+//    figure (ib_read_lat: a READ's post to completion);
 //  - t_typical is the median of the first m samples;
 //  - t_max is sample[m], 99% is sample[ceil(m * 0.99)], 99.9% is sample[ceil(m * 0.999)]:
 //    indexes one past the nearest-rank position, as perftest does;
@@ -33,7 +35,8 @@ struct LatencyStats {
 
 inline constexpr std::size_t kLatencyMeasureTail = 2;
 
-[[nodiscard]] inline LatencyStats compute_latency_stats(std::vector<double> round_trips_usec) {
+[[nodiscard]] inline LatencyStats compute_latency_stats(std::vector<double> round_trips_usec,
+                                                        double rtt_factor = 2) {
     LatencyStats stats;
     if (round_trips_usec.empty()) {
         return stats;
@@ -42,7 +45,7 @@ inline constexpr std::size_t kLatencyMeasureTail = 2;
     const std::size_t count = round_trips_usec.size();
     const std::size_t m = count > kLatencyMeasureTail ? count - kLatencyMeasureTail : count;
     const auto at = [&](std::size_t index) {
-        return round_trips_usec[std::min(index, count - 1)] / 2;  // halved: one way
+        return round_trips_usec[std::min(index, count - 1)] / rtt_factor;
     };
     stats.samples = m;
     stats.t_min = at(0);

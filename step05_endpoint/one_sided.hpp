@@ -35,18 +35,21 @@ inline void verify_pattern(std::span<const std::byte> buffer, std::uint64_t seed
     }
 }
 
-// What the client of either mode prints after its loop: throughput, then the latency table.
-inline void print_one_sided_figures(const char* verb, const Options& options,
+// What the client of either mode prints after its loop: throughput, then the latency table of
+// the post-to-completion times, whole: each is a round trip (the request out, the READ response
+// or the WRITE's ACK back), and no one-way figure can be read from it.
+inline void print_one_sided_figures(const char* verb, const char* label, const Options& options,
                                     std::chrono::duration<double> elapsed,
                                     std::vector<double> samples) {
     std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n",
                 static_cast<long long>(options.size) * options.iters, elapsed.count(),
                 static_cast<double>(options.size) * static_cast<double>(options.iters) * 8 /
                     (elapsed.count() * 1e6));
-    std::printf("RDMA %s latency (post to completion, halved as perftest does):\n", verb);
-    std::fputs(latency_table(options.size, options.iters, compute_latency_stats(std::move(samples)))
-                   .c_str(),
-               stdout);
+    std::printf("RDMA %s latency (%s):\n", verb, label);
+    std::fputs(
+        latency_table(options.size, options.iters, compute_latency_stats(std::move(samples), 1))
+            .c_str(),
+        stdout);
 }
 
 // The server of both modes waits this long for the client's last message: the whole run.
@@ -91,7 +94,10 @@ inline void run_write(RDMAEndpoint& endpoint, const Options& options) {
         "client: %lld RDMA WRITEs of %zu bytes, then a "
         "write-with-immediate (%lld)\n",
         options.iters, options.size, options.iters);
-    print_one_sided_figures("WRITE", options, elapsed, std::move(samples));
+    print_one_sided_figures("WRITE",
+                            "post to completion, the WRITE out and its ACK back; ib_write_lat "
+                            "times a WRITE ping-pong instead",
+                            options, elapsed, std::move(samples));
 }
 //! [write]
 
@@ -125,7 +131,8 @@ inline void run_read(RDMAEndpoint& endpoint, const Options& options) {
     (void)endpoint.poll_completion(kSendWrId);
     std::printf("client: %lld RDMA READs of %zu bytes; the last one verified\n", options.iters,
                 options.size);
-    print_one_sided_figures("READ", options, elapsed, std::move(samples));
+    print_one_sided_figures("READ", "post to completion, as ib_read_lat reports it", options,
+                            elapsed, std::move(samples));
 }
 //! [read]
 

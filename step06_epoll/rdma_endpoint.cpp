@@ -150,7 +150,8 @@ WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
     return lid == other.lid && qpn == other.qpn && psn == other.psn && gid == other.gid &&
            mtu == other.mtu && addr == other.addr && rkey == other.rkey && length == other.length &&
-           message_size == other.message_size && iterations == other.iterations;
+           message_size == other.message_size && iterations == other.iterations &&
+           read_depth == other.read_depth;
 }
 
 // ====================================================================== handshake v3
@@ -164,6 +165,7 @@ HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept {
     put_be(&m[12], info.psn, 4);
     std::memcpy(&m[16], info.gid.data(), 16);
     m[32] = static_cast<std::byte>(info.mtu);
+    m[33] = static_cast<std::byte>(info.read_depth);
     put_be(&m[36], info.message_size, 4);
     put_be(&m[40], info.addr, 8);
     put_be(&m[48], info.rkey, 4);
@@ -205,7 +207,8 @@ PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
     info.length = get_be(&bytes[56], 8);
     info.message_size = static_cast<std::uint32_t>(get_be(&bytes[36], 4));
     info.iterations = static_cast<std::uint32_t>(get_be(&bytes[52], 4));
-    for (std::size_t offset : {33, 34, 35}) {
+    info.read_depth = std::to_integer<std::uint8_t>(bytes[33]);
+    for (std::size_t offset : {34, 35}) {
         if (bytes[offset] != std::byte{0}) {
             protocol_error("handshake v3: reserved byte " + std::to_string(offset) + " is " +
                            hex32(std::to_integer<unsigned>(bytes[offset]), 2) + ", not 0");
@@ -223,6 +226,8 @@ PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
                        " is not an ibv_mtu (1..5 = 256..4096 bytes)");
     }
     info.mtu = static_cast<ibv_mtu>(mtu);
+    if (info.read_depth == 0)
+        protocol_error("handshake v3: the peer's RDMA READ depth is 0 (1..255)");
     if (info.length == 0)
         protocol_error("handshake v3: the peer advertises an empty buffer");
     if (info.addr + info.length < info.addr && info.addr + info.length != 0) {
@@ -282,8 +287,10 @@ RDMAEndpoint::RDMAEndpoint(const EndpointConfig& config)
     mtu_ = config.mtu != 0 ? config.mtu : port_attr.active_mtu;
     lid_ = port_attr.lid;
     ethernet_ = port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-    max_rd_atomic_ = static_cast<std::uint8_t>(std::clamp(device_attr.max_qp_init_rd_atom, 1, 16));
-    max_dest_rd_atomic_ = static_cast<std::uint8_t>(std::clamp(device_attr.max_qp_rd_atom, 1, 16));
+    // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
+    // (max_qp_rd_atom).
+    read_depth_ = static_cast<std::uint8_t>(
+        std::clamp(std::min(device_attr.max_qp_init_rd_atom, device_attr.max_qp_rd_atom), 1, 16));
     choose_local_gid(port_attr, device_attr.phys_port_cnt);
     build_resources();
     psn_ = random_psn();
@@ -436,6 +443,7 @@ void RDMAEndpoint::build_resources() {
     init_attr.cap.max_recv_wr = config_.rx_depth;
     init_attr.cap.max_send_sge = 1;
     init_attr.cap.max_recv_sge = 1;
+    init_attr.cap.max_inline_data = 64;  // step04's: small messages leave from the send queue
     resources_.qp.reset(ibv_create_qp(resources_.pd.get(), &init_attr));
     if (!resources_.qp) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
@@ -475,8 +483,7 @@ RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
       mtu_(other.mtu_),
       psn_(other.psn_),
       max_inline_data_(other.max_inline_data_),
-      max_rd_atomic_(other.max_rd_atomic_),
-      max_dest_rd_atomic_(other.max_dest_rd_atomic_),
+      read_depth_(other.read_depth_),
       remote_(std::exchange(other.remote_, std::nullopt)),
       stash_(std::move(other.stash_)),
       stashed_(std::exchange(other.stashed_, 0)),
@@ -498,8 +505,7 @@ RDMAEndpoint& RDMAEndpoint::operator=(RDMAEndpoint&& other) noexcept {
         mtu_ = other.mtu_;
         psn_ = other.psn_;
         max_inline_data_ = other.max_inline_data_;
-        max_rd_atomic_ = other.max_rd_atomic_;
-        max_dest_rd_atomic_ = other.max_dest_rd_atomic_;
+        read_depth_ = other.read_depth_;
         remote_ = std::exchange(other.remote_, std::nullopt);
         stash_ = std::move(other.stash_);
         other.stash_.clear();
@@ -554,12 +560,13 @@ PeerInfo RDMAEndpoint::local_info() const {
     info.length = config_.buffer_size;
     info.message_size = config_.message_size;
     info.iterations = config_.iterations;
+    info.read_depth = read_depth_;
     return info;
 }
 
 //! [connect]
 // step04's connect_qp: RTR towards the peer, then RTS, with step04's attributes
-// (rtr_attributes, rts_attributes); only the RDMA READ depths are the device's.
+// (rtr_attributes, rts_attributes); only the RDMA READ depth is agreed with the peer.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
     if (!valid())
         throw std::logic_error("connect: the endpoint is empty (moved from)");
@@ -571,10 +578,12 @@ void RDMAEndpoint::connect(const PeerInfo& remote) {
     if ((ethernet_ || !is_zero_gid(remote.gid)) && gid_index_ < 0)
         throw std::logic_error("connect: a GRH is needed but no GID was chosen");
     ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet_, gid_index_, config_.port);
-    rtr.max_dest_rd_atomic = max_dest_rd_atomic_;  // RDMA READs the peer may have in flight here
+    // The READ depth both sides agree on: the peer's READs we serve at once, and ours at the peer.
+    const std::uint8_t read_depth = std::min(read_depth_, remote.read_depth);
+    rtr.max_dest_rd_atomic = read_depth;
     transition(rtr, IBV_QPS_INIT, IBV_QPS_RTR);
     ibv_qp_attr rts = rts_attributes(psn_);
-    rts.max_rd_atomic = max_rd_atomic_;  // and ours at the peer
+    rts.max_rd_atomic = read_depth;
     transition(rts, IBV_QPS_RTR, IBV_QPS_RTS);
     mtu_ = path_mtu;
     remote_ = remote;

@@ -63,6 +63,9 @@ struct PeerInfo : QpEndpointInfo {
     std::uint64_t length = 0;        ///< v3 only: the buffer's length in bytes
     std::uint32_t message_size = 0;  ///< v3 only: the program's -s (0: not said)
     std::uint32_t iterations = 0;    ///< v3 only: the program's -n (0: not said)
+    /// v3 only: the RDMA READs (and atomics) this side can have outstanding, as the requester
+    /// and as the responder; both sides use the smaller one. ibv_rc_pingpong's wire: 1.
+    std::uint8_t read_depth = 1;
     bool operator==(const PeerInfo& other) const noexcept;
 };
 
@@ -78,7 +81,8 @@ struct PeerInfo : QpEndpointInfo {
 /// |     12 |    4 | PSN (≤ 0xffffff)                             |
 /// |     16 |   16 | GID, raw bytes                               |
 /// |     32 |    1 | MTU as enum ibv_mtu (1..5 = 256..4096)       |
-/// |     33 |    3 | reserved, zero                               |
+/// |     33 |    1 | RDMA READ depth (1..255)                     |
+/// |     34 |    2 | reserved, zero                               |
 /// |     36 |    4 | message size, the program's -s (0: not said) |
 /// |     40 |    8 | buffer address                               |
 /// |     48 |    4 | rkey                                         |
@@ -415,8 +419,7 @@ class RDMAEndpoint {
     ibv_mtu mtu_ = IBV_MTU_1024;
     std::uint32_t psn_ = 0;
     std::uint32_t max_inline_data_ = 0;
-    std::uint8_t max_rd_atomic_ = 1;
-    std::uint8_t max_dest_rd_atomic_ = 1;
+    std::uint8_t read_depth_ = 1;
     std::optional<PeerInfo> remote_;
     std::unordered_map<std::uint64_t, std::deque<ibv_wc>> stash_;
     std::size_t stashed_ = 0;

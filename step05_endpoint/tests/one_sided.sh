@@ -18,6 +18,7 @@ for size in 8192; do
     expect_exit "wclient$size" 0
     expect_line "wserver$size" out "server: 100 RDMA WRITEs landed with no completion here; the write-with-immediate said so; $size bytes verified"
     expect_line "wclient$size" out "client: 100 RDMA WRITEs of $size bytes, then a write-with-immediate (100)"
+    expect_line "wclient$size" out "RDMA WRITE latency (post to completion, the WRITE out and its ACK back; ib_write_lat times a WRITE ping-pong instead):"
 
     port=$((20000 + RANDOM % 20000))
     run_cmd "rserver$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op read --timeout 30 &
@@ -28,6 +29,7 @@ for size in 8192; do
     expect_exit "rserver$size" 0
     expect_exit "rclient$size" 0
     expect_line "rclient$size" out "client: 100 RDMA READs of $size bytes; the last one verified"
+    expect_line "rclient$size" out "RDMA READ latency (post to completion, as ib_read_lat reports it):"
     expect_match "rclient$size" out "^  remote buffer:  addr 0x[0-9a-f]+, rkey 0x[0-9a-f]{8}, $size bytes\$"
     expect_line "rserver$size" out "server: the client read $size bytes 100 times with no completion here; its final send said so"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # step05's ping-pong (handshake v3) between two step05s, at several sizes: both sides print
-# rc_pingpong's two summary lines and the latency table. Then --check on both sides with
+# rc_pingpong's two summary lines and the latency table, and the QP sends up to 64 bytes inline. Then --check on both sides with
 # --latency-file, and --check on one side only (exit 6, naming the message and byte).
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -11,8 +11,11 @@ for size in 1 4096; do
     run_cmd "server$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --timeout 30 &
     server=$!
     wait_for_listen "$port" 30
-    run_cmd "client$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --timeout 30 127.0.0.1
+    run_cmd "client$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --timeout 30 -v 127.0.0.1
     wait "$server"
+    # The endpoint asks for step04's 64 bytes of inline data; a device may grant more.
+    inline=$(field "client$size" out '^device .*, max inline ([0-9]+) bytes$')
+    ((inline >= 64)) || fail "client$size: max inline $inline bytes, less than the 64 asked for"
     for side in server client; do
         expect_exit "$side$size" 0
         expect_match "$side$size" out "^  local address:  LID 0x[0-9a-f]{4}, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:127.0.0.1\$"

@@ -142,6 +142,32 @@ TEST(Loopback, OneQpConnectedToItself) {
     EXPECT_TRUE(same(self.buffer().subspan(8000, 64), self.buffer().first(64)));
 }
 
+// The READ depth is agreed: a peer that serves one READ at a time gets one at a time from us, and
+// we keep no more responder resources than it will use. Then a READ still works.
+TEST(Loopback, ReadDepthIsTheSmallerOfBothSides) {
+    REQUIRE_DEVICE();
+    RDMAEndpoint a(config()), b(config());
+    const std::uint8_t device_depth = a.local_info().read_depth;
+    ASSERT_GE(device_depth, 1);
+    tutorial::PeerInfo shallow = b.local_info();
+    shallow.read_depth = 1;
+    a.connect(shallow);
+    b.connect(a.local_info());
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(
+        ibv_query_qp(a.qp(), &attr, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &init), 0);
+    EXPECT_EQ(attr.max_rd_atomic, 1);
+    EXPECT_EQ(attr.max_dest_rd_atomic, 1);
+    ASSERT_EQ(
+        ibv_query_qp(b.qp(), &attr, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &init), 0);
+    EXPECT_EQ(attr.max_rd_atomic, device_depth) << "b's own depth and a's are the same device's";
+    fill(b.buffer().first(64), 9);
+    a.post_read(4, 0, 0, 64);
+    EXPECT_EQ(a.poll_completion(4).opcode, IBV_WC_RDMA_READ);
+    EXPECT_TRUE(same(a.buffer().first(64), b.buffer().first(64)));
+}
+
 TEST(Loopback, CompletionsOfOtherWrIdsAreStashedInOrder) {
     REQUIRE_DEVICE();
     RDMAEndpoint a(config()), b(config());

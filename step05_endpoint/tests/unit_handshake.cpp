@@ -23,6 +23,7 @@ PeerInfo sample() {
     info.length = 65536;
     info.message_size = 4096;
     info.iterations = 1000;
+    info.read_depth = 8;
     return info;
 }
 
@@ -58,6 +59,7 @@ TEST(HandshakeV3, IsBigEndianOnTheWire) {
     EXPECT_EQ(std::memcmp(&m[36], message_size, 4), 0);
     const unsigned char iterations[] = {0, 0, 0x03, 0xe8};  // -n 1000 at 52
     EXPECT_EQ(std::memcmp(&m[52], iterations, 4), 0);
+    EXPECT_EQ(std::to_integer<int>(m[33]), 8);  // the RDMA READ depth
 }
 
 TEST(HandshakeV3, CarriesSizeAndIterationsIncludingZeroAndTheLargest) {
@@ -139,8 +141,16 @@ TEST(HandshakeV3, RejectsOutOfRangeFields) {
     EXPECT_NO_THROW((void)tutorial::decode_handshake_v3(tutorial::encode_handshake_v3(info)));
 }
 
+TEST(HandshakeV3, CarriesTheReadDepthAndRejectsZero) {
+    auto m = tutorial::encode_handshake_v3(sample());
+    m[33] = std::byte{255};
+    EXPECT_EQ(tutorial::decode_handshake_v3(m).read_depth, 255);
+    m[33] = std::byte{0};
+    expect_rejected(m, "handshake v3: the peer's RDMA READ depth is 0 (1..255)");
+}
+
 TEST(HandshakeV3, RejectsNonZeroReservedBytes) {
-    for (std::size_t offset : {33, 34, 35}) {
+    for (std::size_t offset : {34, 35}) {
         auto m = tutorial::encode_handshake_v3(sample());
         m[offset] = std::byte{1};
         expect_rejected(m, "reserved byte " + std::to_string(offset) + " is 0x01, not 0");

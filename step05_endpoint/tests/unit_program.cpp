@@ -134,6 +134,10 @@ TEST(Stats, KnownSamplesAsStep04AndPerftest) {
     EXPECT_DOUBLE_EQ(s.p999, 49.5);  // clamped to the last sample
     const auto one = tutorial::compute_latency_stats({7.0});
     EXPECT_DOUBLE_EQ(one.t_typical, 3.5);
+    // ib_read_lat's rtt_factor 1: a READ's post-to-completion time is the figure, not halved.
+    const auto whole = tutorial::compute_latency_stats(round_trips, 1);
+    EXPECT_DOUBLE_EQ(whole.t_min, 1);
+    EXPECT_DOUBLE_EQ(whole.t_typical, 49.5);
     EXPECT_EQ(tutorial::compute_latency_stats({}).samples, 0u);
     EXPECT_EQ(tutorial::rc_pingpong_summary(4096, 1000, 2000000.0),
               "8192000 bytes in 2.00 seconds = 32.77 Mbit/sec\n"

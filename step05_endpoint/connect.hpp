@@ -1,25 +1,13 @@
-// The TCP handshake (both sides' QP details) and connect_to_peer, which ends in RTS.
+// ibv_rc_pingpong's TCP handshake (both sides' QP details), around a connect_qp callback.
 #pragma once
 
-#include "check.hpp"
-#include "device.hpp"
 #include "errors.hpp"
-#include "local_port.hpp"
-#include "options.hpp"
-#include "qp_transitions.hpp"
-#include "resources.hpp"
 #include "tcp.hpp"
-#include "wc_status.hpp"
 #include "wire_format.hpp"
-
-#include <infiniband/verbs.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -93,31 +81,5 @@ template <typename ConnectQp>
     return remote;
 }
 //! [handshake]
-
-//! [connect]
-// Both roles: TCP connect or accept, then the handshake, which calls connect_qp in the middle.
-inline void connect_to_peer(const Resources& resources, const LocalPort& port,
-                            const Options& options, const QpEndpointInfo& local) {
-    const std::chrono::seconds timeout(options.timeout_seconds);
-    print_address("local address: ", local);
-    const auto connect = [&](const QpEndpointInfo& remote) {
-        print_address("remote address:", remote);
-        connect_qp(resources.qp.get(), port, options, local, remote);
-    };
-    std::string peer_name;
-    if (!options.host.empty()) {
-        const Socket server = connect_to(options.host, options.tcp_port, timeout, peer_name);
-        (void)client_handshake(server, peer_name, local, timeout, connect);
-        agree_on_check(server, peer_name, true, options.check, timeout);
-    } else {
-        const Socket listener = listen_on(options.bind_address, options.tcp_port);
-        std::printf("waiting for a client on port %d\n", options.tcp_port);
-        std::fflush(stdout);
-        const Socket client = accept_client(listener, options.tcp_port, timeout, peer_name);
-        (void)server_handshake(client, peer_name, local, timeout, connect);
-        agree_on_check(client, peer_name, false, options.check, timeout);
-    }
-}  // the QPs are connected: TCP has done its job, and the sockets close here
-//! [connect]
 
 }  // namespace tutorial

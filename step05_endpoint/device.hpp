@@ -1,7 +1,6 @@
 // Finding and opening a device, checking a port, reading its GID table.
 #pragma once
 
-#include "enum_text.hpp"
 #include "errors.hpp"
 #include "gid.hpp"
 #include "options.hpp"
@@ -21,12 +20,6 @@
 #include <vector>
 
 namespace tutorial {
-
-[[nodiscard]] inline std::string port_warning(const std::string& device, int port,
-                                              ibv_port_state state) {
-    return std::string("warning: ") + device + " port " + std::to_string(port) + " is " +
-           port_state_text(state) + ", not PORT_ACTIVE: connections through it will fail";
-}
 
 //! [open_device]
 // Names under /sys/class/infiniband: the kernel's view, which needs no userspace provider.

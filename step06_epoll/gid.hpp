@@ -39,16 +39,6 @@ struct GidEntry {
     inet_ntop(AF_INET6, gid.data(), text, sizeof text);
     return text;
 }
-
-// "127.0.0.1" for ::ffff:127.0.0.1, nothing for any other GID.
-[[nodiscard]] inline std::optional<std::string> ipv4_of(const std::array<std::uint8_t, 16>& gid) {
-    if (!is_ipv4_mapped(gid)) {
-        return std::nullopt;
-    }
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, gid.data() + 12, text, sizeof text);
-    return std::string(text);
-}
 //! [gid_format]
 
 //! [gid_choice]
@@ -93,16 +83,6 @@ struct GidChoice {
                          : "RoCE v1; no RoCE v2 entry";
     }
     return GidChoice{best->index, format_gid(best->gid) + ", " + reason};
-}
-
-[[nodiscard]] inline std::string recommendation_line(const std::string& device, int port,
-                                                     const std::optional<GidChoice>& choice) {
-    std::string line =
-        "recommended GID index for " + device + " port " + std::to_string(port) + ": ";
-    if (!choice) {
-        return line + "none (the GID table has no valid entry)";
-    }
-    return line + std::to_string(choice->index) + " (" + choice->reason + ")";
 }
 //! [gid_choice]
 

@@ -30,7 +30,6 @@ inline EndpointConfig endpoint_config(const Options& o, bool channel) {
     c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
     c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
     c.mtu = to_ibv_mtu(o.mtu);
-    c.handshake = HandshakeFormat::v3;  // the client's; the server detects each client's
     c.message_size = static_cast<std::uint32_t>(o.size);  // v3 carries -s and -n: a mismatch is
     c.iterations = o.iters;                               // an error at connect time
     c.timeout = std::chrono::seconds(o.timeout_seconds);

@@ -1,13 +1,7 @@
-// Which attributes ibv_modify_qp needs for each RC transition, and their names.
+// Which attributes ibv_modify_qp needs for each RC transition.
 #pragma once
 
-#include "tcp.hpp"
-#include "wire_format.hpp"
-
 #include <infiniband/verbs.h>
-
-#include <string>
-#include <utility>
 
 namespace tutorial {
 
@@ -36,38 +30,6 @@ inline constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
         return kRtsMask;
     }
     return 0;
-}
-
-// "IBV_QP_STATE | IBV_QP_PKEY_INDEX | ...", for printing a transition.
-[[nodiscard]] inline std::string attr_mask_text(int mask) {
-    static constexpr std::pair<int, const char*> kNames[] = {
-        {IBV_QP_STATE, "IBV_QP_STATE"},
-        {IBV_QP_PKEY_INDEX, "IBV_QP_PKEY_INDEX"},
-        {IBV_QP_PORT, "IBV_QP_PORT"},
-        {IBV_QP_ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"},
-        {IBV_QP_AV, "IBV_QP_AV"},
-        {IBV_QP_PATH_MTU, "IBV_QP_PATH_MTU"},
-        {IBV_QP_DEST_QPN, "IBV_QP_DEST_QPN"},
-        {IBV_QP_RQ_PSN, "IBV_QP_RQ_PSN"},
-        {IBV_QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"},
-        {IBV_QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"},
-        {IBV_QP_TIMEOUT, "IBV_QP_TIMEOUT"},
-        {IBV_QP_RETRY_CNT, "IBV_QP_RETRY_CNT"},
-        {IBV_QP_RNR_RETRY, "IBV_QP_RNR_RETRY"},
-        {IBV_QP_SQ_PSN, "IBV_QP_SQ_PSN"},
-        {IBV_QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"},
-    };
-    std::string text;
-    for (const auto& [bit, name] : kNames) {
-        if ((mask & bit) != 0) {
-            text += (text.empty() ? "" : " | ") + std::string(name);
-            mask &= ~bit;
-        }
-    }
-    if (mask != 0) {
-        text += (text.empty() ? "" : " | ") + std::to_string(mask);
-    }
-    return text;
 }
 //! [qp_masks]
 

@@ -118,7 +118,8 @@ using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
 [[nodiscard]] std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs,
                                                 bool server);
 
-/// \brief Which handshake the endpoint speaks on the TCP connection.
+/// \brief Which handshake a client speaks on the TCP connection: the endpoint speaks v3, and the
+/// server (server.hpp) detects either.
 enum class HandshakeFormat {
     v3,          ///< the 64-byte versioned message: the buffer's address, rkey, length, -s and -n
     rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, no -s or -n
@@ -135,7 +136,6 @@ struct EndpointConfig {
     int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
                                           ///< one-sided peers (they also go to the QP)
     ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
-    HandshakeFormat handshake = HandshakeFormat::v3;  ///< the wire format of connect/accept
     std::uint32_t message_size = 0;  ///< v3: the program's -s, checked against the peer's (0: none)
     std::uint32_t iterations = 0;    ///< v3: the program's -n, checked against the peer's (0: none)
     std::chrono::milliseconds timeout{10000};  ///< for connect, accept, handshake reads and waits
@@ -400,8 +400,8 @@ class RDMAEndpoint {
     void choose_local_gid(const ibv_port_attr& port_attr, int port_count);
     void build_resources();
     void transition(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
-    void handshake_as_client(const Socket& server, const std::string& server_name);
-    void handshake_as_server(const Socket& client, const std::string& client_name);
+    void handshake_as_client(const Socket& server);
+    void handshake_as_server(const Socket& client);
     void release() noexcept;
     void stash(const ibv_wc& wc);
     template <typename Wanted>

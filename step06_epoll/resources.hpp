@@ -1,61 +1,17 @@
-// The objects every RDMA program needs (buffer, PD, MR, CQ, QP), built and checked.
+// The objects every RDMA program needs (buffer, PD, MR, CQ, QP), and ibv_reg_mr's error.
 #pragma once
 
-#include "device.hpp"
-#include "enum_text.hpp"
 #include "errors.hpp"
-#include "gid.hpp"
-#include "local_port.hpp"
-#include "options.hpp"
-#include "qp_transitions.hpp"
-#include "tcp.hpp"
 #include "verbs_raii.hpp"
 
-#include <infiniband/verbs.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <span>
 #include <string>
-#include <system_error>
 
 namespace tutorial {
-
-//! [limits]
-// Values the options allow but this device does not: exit code 2, naming the device limit.
-inline void check_limits(const Options& options, const ibv_device_attr& attr) {
-    if (options.size > attr.max_mr_size) {
-        throw TutorialError(kExitUsage, "--size " + std::to_string(options.size) +
-                                            " is over the device limit max_mr_size = " +
-                                            std::to_string(attr.max_mr_size));
-    }
-    if (options.rx_depth > attr.max_qp_wr) {
-        throw TutorialError(kExitUsage, "--rx-depth " + std::to_string(options.rx_depth) +
-                                            " is over the device limit max_qp_wr = " +
-                                            std::to_string(attr.max_qp_wr));
-    }
-    if (options.tx_depth > attr.max_qp_wr) {
-        throw TutorialError(kExitUsage, "--tx-depth " + std::to_string(options.tx_depth) +
-                                            " is over the device limit max_qp_wr = " +
-                                            std::to_string(attr.max_qp_wr));
-    }
-    // One CQ serves both queues, so it needs room for both depths.
-    const long long cq_entries = static_cast<long long>(options.rx_depth) + options.tx_depth;
-    if (cq_entries > attr.max_cqe) {
-        throw TutorialError(
-            kExitUsage,
-            "--rx-depth " + std::to_string(options.rx_depth) + " + --tx-depth " +
-                std::to_string(options.tx_depth) + " = " + std::to_string(cq_entries) +
-                " CQ entries is over the device limit max_cqe = " + std::to_string(attr.max_cqe));
-    }
-}
-//! [limits]
 
 //! [memlock]
 // "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
@@ -99,137 +55,5 @@ struct Resources {
     QueuePair qp;
 };
 //! [resources]
-
-struct QueuePairCaps {
-    ibv_qp_cap requested{};
-    ibv_qp_cap granted{};
-    ibv_qp_state state = IBV_QPS_RESET;
-};
-
-//! [open]
-// Opens the chosen device and checks the port; prints the device, port and GID choice.
-[[nodiscard]] inline ibv_device_attr open_and_check(Resources& resources, const Options& options) {
-    int count = 0;
-    resources.device_list = get_device_list(count);
-    const std::span<ibv_device* const> devices(resources.device_list.get(),
-                                               static_cast<std::size_t>(count));
-    ibv_device* device = select_device(devices, options.device_name);
-    const std::string name = ibv_get_device_name(device);
-    resources.context = open_device(device);
-
-    ibv_device_attr attr{};
-    if (const int rc = ibv_query_device(resources.context.get(), &attr); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_device");
-    }
-    check_port(name, options.ib_port, attr.phys_port_cnt);
-    ibv_port_attr port_attr{};
-    // ibv_query_port returns the errno value, it does not set errno.
-    if (const int rc = ibv_query_port(resources.context.get(),
-                                      static_cast<std::uint8_t>(options.ib_port), &port_attr);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
-    }
-    std::printf("device:  %s port %d, %s, %s\n", name.c_str(), options.ib_port,
-                port_state_text(port_attr.state), link_layer_text(port_attr.link_layer));
-    if (port_attr.state != IBV_PORT_ACTIVE) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: %s\n", kProgram,
-                     port_warning(name, options.ib_port, port_attr.state).c_str());
-    }
-    const auto choice = choose_gid(
-        query_gid_table(resources.context.get(), options.ib_port,
-                        static_cast<std::size_t>(port_attr.gid_tbl_len) * attr.phys_port_cnt));
-    std::printf("%s\n", recommendation_line(name, options.ib_port, choice).c_str());
-    check_limits(options, attr);
-    return attr;
-}
-//! [open]
-
-//! [build]
-// Creates the objects in dependency order; if one fails, the ones made so far are
-// destroyed by Resources' members on the way out.
-[[nodiscard]] inline QueuePairCaps build_resources(Resources& resources, const Options& options) {
-    const long page_size = sysconf(_SC_PAGESIZE);
-    const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
-    const std::size_t allocated = (options.size + page - 1) / page * page;
-
-    resources.pd.reset(ibv_alloc_pd(resources.context.get()));
-    if (!resources.pd) {
-        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
-    }
-    std::printf("PD:      created\n");
-
-    resources.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!resources.buffer) {
-        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
-    }
-    std::memset(resources.buffer.get(), 0, allocated);
-    std::printf("buffer:  %zu bytes, page-aligned (page size %zu)\n", options.size, page);
-
-    // Least privilege: only this process's own receives may write into the buffer.
-    resources.mr.reset(ibv_reg_mr(resources.pd.get(), resources.buffer.get(), options.size,
-                                  IBV_ACCESS_LOCAL_WRITE));
-    if (!resources.mr) {
-        throw_reg_mr_error(errno, options.size);
-    }
-    std::printf("MR:      lkey 0x%08x, rkey 0x%08x, %zu bytes, access LOCAL_WRITE\n",
-                resources.mr->lkey, resources.mr->rkey, resources.mr->length);
-
-    const int cq_entries = options.rx_depth + options.tx_depth;
-    resources.cq.reset(ibv_create_cq(resources.context.get(), cq_entries, nullptr, nullptr, 0));
-    if (!resources.cq) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
-    }
-    // The device may round the size up: cq->cqe is what we really got.
-    std::printf("CQ:      %d entries (asked for %d)\n", resources.cq->cqe, cq_entries);
-
-    ibv_qp_init_attr init_attr{};
-    init_attr.send_cq = resources.cq.get();
-    init_attr.recv_cq = resources.cq.get();
-    init_attr.qp_type = IBV_QPT_RC;
-    init_attr.cap.max_send_wr = static_cast<std::uint32_t>(options.tx_depth);
-    init_attr.cap.max_recv_wr = static_cast<std::uint32_t>(options.rx_depth);
-    init_attr.cap.max_send_sge = 1;
-    init_attr.cap.max_recv_sge = 1;
-    init_attr.cap.max_inline_data = 64;
-    QueuePairCaps caps;
-    caps.requested = init_attr.cap;
-    resources.qp.reset(ibv_create_qp(resources.pd.get(), &init_attr));
-    if (!resources.qp) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
-
-    // RESET -> INIT: bind the QP to a port and P_Key; no remote access is allowed yet.
-    ibv_qp_attr attr = init_attributes(options.ib_port);
-    modify_qp(resources.qp.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
-
-    ibv_qp_attr queried{};
-    ibv_qp_init_attr queried_init{};
-    if (const int rc =
-            ibv_query_qp(resources.qp.get(), &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
-    }
-    caps.granted = queried.cap;
-    caps.state = queried.qp_state;
-    return caps;
-}
-//! [build]
-
-//! [print_qp]
-inline void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {
-    std::printf("QP:      qp_num %u (0x%06x), type RC, state %s\n", qp.qp_num, qp.qp_num,
-                qp_state_text(caps.state));
-    std::printf("QP caps (ibv_query_qp):\n");
-    const auto row = [](const char* name, std::uint32_t requested, std::uint32_t granted) {
-        std::printf("    %-16s requested %u, granted %u\n", name, requested, granted);
-    };
-    row("max_send_wr", caps.requested.max_send_wr, caps.granted.max_send_wr);
-    row("max_recv_wr", caps.requested.max_recv_wr, caps.granted.max_recv_wr);
-    row("max_send_sge", caps.requested.max_send_sge, caps.granted.max_send_sge);
-    row("max_recv_sge", caps.requested.max_recv_sge, caps.granted.max_recv_sge);
-    row("max_inline_data", caps.requested.max_inline_data, caps.granted.max_inline_data);
-}
-//! [print_qp]
 
 }  // namespace tutorial

@@ -2,7 +2,6 @@
 // events.
 #include "rdma_endpoint.hpp"
 
-#include "connect.hpp"
 #include "device.hpp"
 #include "enum_text.hpp"
 #include "gid.hpp"
@@ -591,20 +590,8 @@ void RDMAEndpoint::connect(const PeerInfo& remote) {
 //! [connect]
 
 //! [handshake]
-// --rc-pingpong-compat: step04's handshake (connect.hpp), with this endpoint's connect(). The
-// MTU is not on that wire: both sides must be given the same -m.
-void RDMAEndpoint::handshake_as_client(const Socket& server, const std::string& server_name) {
+void RDMAEndpoint::handshake_as_client(const Socket& server) {
     const std::chrono::seconds timeout = whole_seconds(config_.timeout);
-    const auto connect_qp = [this](const QpEndpointInfo& remote) {
-        PeerInfo peer;
-        static_cast<QpEndpointInfo&>(peer) = remote;
-        peer.mtu = mtu_;
-        connect(peer);
-    };
-    if (config_.handshake == HandshakeFormat::rc_pingpong) {
-        (void)client_handshake(server, server_name, local_info(), timeout, connect_qp);
-        return;
-    }
     const HandshakeV3Message mine = encode_handshake_v3(local_info());
     send_all(server, std::span(reinterpret_cast<const char*>(mine.data()), mine.size()), timeout,
              "the handshake");
@@ -623,18 +610,8 @@ void RDMAEndpoint::handshake_as_client(const Socket& server, const std::string& 
     send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), timeout, "\"done\"");
 }
 
-void RDMAEndpoint::handshake_as_server(const Socket& client, const std::string& client_name) {
+void RDMAEndpoint::handshake_as_server(const Socket& client) {
     const std::chrono::seconds timeout = whole_seconds(config_.timeout);
-    if (config_.handshake == HandshakeFormat::rc_pingpong) {
-        (void)server_handshake(client, client_name, local_info(), timeout,
-                               [this](const QpEndpointInfo& remote) {
-                                   PeerInfo peer;
-                                   static_cast<QpEndpointInfo&>(peer) = remote;
-                                   peer.mtu = mtu_;
-                                   connect(peer);
-                               });
-        return;
-    }
     HandshakeV3Message theirs{};
     std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
     // The magic first: a peer speaking another format is told so, not left waiting.
@@ -686,7 +663,7 @@ void RDMAEndpoint::connect_to_peer(const std::string& host, std::uint16_t port) 
         throw std::logic_error("connect_to_peer: the endpoint is empty (moved from)");
     std::string server_name;
     const Socket server = connect_to(host, port, whole_seconds(config_.timeout), server_name);
-    handshake_as_client(server, server_name);
+    handshake_as_client(server);
 }
 
 void RDMAEndpoint::accept_peer(std::uint16_t port, const std::string& bind_address) {
@@ -696,7 +673,7 @@ void RDMAEndpoint::accept_peer(std::uint16_t port, const std::string& bind_addre
     std::string client_name;
     const Socket client =
         accept_client(listener, port, whole_seconds(config_.timeout), client_name);
-    handshake_as_server(client, client_name);
+    handshake_as_server(client);
 }
 
 // ====================================================================== posting
@@ -720,8 +697,7 @@ void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
                                       const char* what) const {
     if (remote_->rkey == 0) {
         throw std::logic_error(std::string(what) +
-                               ": the peer advertised no remote access (no rkey; the "
-                               "rc_pingpong handshake carries none)");
+                               ": the peer advertised no remote access (no rkey)");
     }
     if (offset > remote_->length || length > remote_->length - offset) {
         throw std::out_of_range(std::string(what) + ": remote range [" + std::to_string(offset) +

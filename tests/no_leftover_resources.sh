@@ -3,6 +3,8 @@
 # (a clean run; step04's server and step06's and step07's servers stopped by SIGINT, the latter
 # two in mid-flood),
 # and afterwards `rdma res show qp|cq|mr|pd` holds nothing that belonged to those processes.
+# step06's and step07's servers are also checked alive: after 10 clients, a running server holds
+# as many QPs, CQs, MRs and PDs as before its first client.
 # A positive control first checks that the filter does see a live process's QPs.
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -56,10 +58,11 @@ held() {
     rdma -j res show "$kind" | grep -oE '\{[^{}]*\}' | grep -E "\"pid\":($alternatives)[,}]" || true
 }
 
-# wait_until_held KIND COUNT PID: waits until PID holds at least COUNT KIND objects (the control).
+# wait_until_held KIND COUNT PID: waits until PID holds at least COUNT KIND objects (the control),
+# up to 30 s. (A deadline, not a count of tries: under TCG one `rdma res show` can take seconds.)
 wait_until_held() {
-    local i
-    for ((i = 0; i < 300; i++)); do
+    local deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
         (($(held "$1" "$3" | wc -l) >= $2)) && return 0
         sleep 0.1
     done
@@ -67,6 +70,71 @@ wait_until_held() {
 }
 
 new_port() { echo $((20000 + RANDOM % 20000)); }
+
+# counts PID: how many QPs, CQs, MRs and PDs PID holds now, as "qp N cq N mr N pd N".
+counts() {
+    local kind line=""
+    for kind in qp cq mr pd; do
+        line+="$kind $(held "$kind" "$1" | wc -l) "
+    done
+    echo "${line% }"
+}
+
+# live_server PROG: a running server gives back what each client took. The counts of its QPs, CQs,
+# MRs and PDs are taken before the first client, and again after 10 clients have ended, while it
+# still runs: they must be the same. (After the process has exited, the kernel frees everything
+# anyway: only a live server shows a per-client leak.) Then SIGINT: it exits 0.
+live_server() {
+    local prog=$1 s=${1##*/} port before after i name began=$SECONDS
+    s=${s%%_*}  # step06, step07
+    port=$(new_port)
+    local common=("${opts[@]}" -p "$port" -s 64 -n 100 -r 16)
+    start "$s-live" "$prog" "${common[@]}"
+    wait_for_listen "$port" 30
+    before=$(counts "${pid[$s-live]}")
+    echo "$s-live (pid ${pid[$s-live]}), before the first client: $before"
+    # The first client is paced (100 messages at 10 a second), so that the server is seen holding
+    # its QP: the positive control that the pid filter sees this server's objects.
+    start "$s-live-c1" "$prog" "${common[@]}" -e --rate 10 127.0.0.1
+    local during deadline=$((SECONDS + 30))
+    while during=$(counts "${pid[$s-live]}") && [[ $during == "$before" ]] && ((SECONDS < deadline)); do
+        sleep 0.1
+    done
+    echo "$s-live, during client 1: $during ($((SECONDS - began)) s)"
+    [[ $during != "$before" ]] ||
+        fail "positive control: the $s server held no more than $before while client 1 ran"
+    rdma res show pd | sed "s/^/$s-live: rdma res show pd| /"
+    finish "$s-live-c1"
+    expect_exit "$s-live-c1" 0
+    # Then nine at once.
+    for ((i = 2; i <= 10; i++)); do
+        start "$s-live-c$i" "$prog" "${common[@]}" -e 127.0.0.1
+    done
+    for ((i = 2; i <= 10; i++)); do
+        finish "$s-live-c$i"
+        expect_exit "$s-live-c$i" 0
+    done
+    # The server prints a client's line before it destroys the client's objects: wait for the
+    # 10 lines, then give it up to 5 s to get back to where it started.
+    deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+        (($(grep -c '^server: client [0-9]* (.*): complete; ' "$TEST_TMP/$s-live.out") >= 10)) && break
+        sleep 0.1
+    done
+    deadline=$((SECONDS + 5))
+    while after=$(counts "${pid[$s-live]}") && [[ $after != "$before" ]] && ((SECONDS < deadline)); do
+        sleep 0.1
+    done
+    echo "$s-live, after 10 clients, still running: $after ($((SECONDS - began)) s)"
+    expect_running "${pid[$s-live]}" "the $s server"
+    [[ $after == "$before" ]] ||
+        fail "$s-live: the running server holds $after after 10 clients ended, $before before the first"
+    kill -INT "${pid[$s-live]}"
+    name=$s-live
+    finish "$name"
+    expect_exit "$name" 0
+    expect_line "$name" out "server: clients: 10 connected, 10 complete, 0 failed, 0 rejected, 0 aborted"
+}
 
 run_pair() {  # run_pair PROG EXTRA...: a server and a client, both must exit 0
     local prog=$1 name=${1##*/} port
@@ -109,6 +177,7 @@ scenario() {
             run_pair "$prog" -n 20
             ;;
         step06_epoll | step07_coroutines)
+            live_server "$prog"
             # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and
             # exits 0; then the clients get SIGINT too. The clients sleep on events and are paced
             # (--rate), so that the emulated CPUs stay responsive. step07 runs the same scenario: its

@@ -1,4 +1,5 @@
-// Step 05 unit tests: handshake v3, ibv_rc_pingpong's format and the GID choice, without a device.
+// Step 05 unit tests: handshake v3 and the GID choice, without a device. (ibv_rc_pingpong's
+// format, wire_format.hpp, is tested once for every step: ../../tests/unit_wire_format.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -183,62 +184,6 @@ TEST(RunMismatch, NamesTheOptionAndBothValuesFromEachSide) {
     EXPECT_EQ(tutorial::describe_run_mismatch(client, server, false),
               "the server uses -s 4096 -n 1000, this client -s 64 -n 5: both sides must use the "
               "same -s and -n");
-}
-
-// ------------------------------------------------------------------ ibv_rc_pingpong's format
-
-std::span<const char> as_message(const std::string& text) {
-    return {text.data(), text.size()};
-}
-
-// --rc-pingpong-compat speaks step04's wire_format.hpp: format_wire_message, parse_wire_message.
-TEST(RcPingpongFormat, MatchesTheReferenceBinary) {
-    // Captured in the lab from ibv_rc_pingpong -g 1 (a client's first message).
-    const std::string captured("0000:000011:1a91a5:00000000000000000000ffff7f000001\0", 52);
-    std::string error;
-    const auto info = tutorial::parse_wire_message(as_message(captured), error);
-    ASSERT_TRUE(info.has_value()) << error;
-    EXPECT_EQ(info->lid, 0);
-    EXPECT_EQ(info->qpn, 0x11u);
-    EXPECT_EQ(info->psn, 0x1a91a5u);
-    EXPECT_EQ(tutorial::format_gid(info->gid), "::ffff:127.0.0.1");
-    const auto formatted = tutorial::format_wire_message(*info);
-    EXPECT_EQ(std::string(formatted.data(), formatted.size()), captured);
-}
-
-TEST(RcPingpongFormat, AcceptsUpperCaseHex) {
-    const std::string upper("FFFF:ABCDEF:000001:FE800000000000000200FFFFFE000000\0", 52);
-    std::string error;
-    const auto info = tutorial::parse_wire_message(as_message(upper), error);
-    ASSERT_TRUE(info.has_value()) << error;
-    EXPECT_EQ(info->lid, 0xffff);
-    EXPECT_EQ(info->qpn, 0xabcdefu);
-    EXPECT_EQ(tutorial::format_gid(info->gid), "fe80::200:ffff:fe00:0");
-}
-
-TEST(RcPingpongFormat, RejectsMalformedMessages) {
-    const std::string good("0000:000011:1a91a5:00000000000000000000ffff7f000001\0", 52);
-    const std::vector<std::pair<std::string, std::string>> cases = {
-        {good.substr(0, 51), "expected 52 bytes, got 51"},
-        {good + "x", "expected 52 bytes, got 53"},
-        {std::string(good).replace(51, 1, "x"), "the message does not end with a NUL byte"},
-        {std::string(good).replace(18, 1, " "),
-         "expected 4 fields LID:QPN:PSN:GID separated by ':', found 3"},
-        {std::string(good).replace(0, 1, "g"), "LID is not hex ('g000')"},
-        {std::string(good).replace(6, 1, " "), "QPN is not hex ('0 0011')"},
-        {std::string(good).replace(12, 1, "-"), "PSN is not hex ('-a91a5')"},
-        {std::string(good).replace(40, 1, "z"), "GID is not hex"},
-        {std::string(good).replace(50, 1, std::string(1, '\0')), "NUL byte at offset 50"},
-        {std::string(good).replace(5, 6, "000000"), "QPN 0 is a special QP"},
-        {std::string(52, '\0'), "NUL byte at offset 0"},
-    };
-    for (const auto& [message, needle] : cases) {
-        std::string error;
-        EXPECT_FALSE(tutorial::parse_wire_message(as_message(message), error).has_value())
-            << "accepted a bad message; expected: " << needle;
-        EXPECT_NE(error.find(needle), std::string::npos)
-            << "wanted '" << needle << "' in: " << error;
-    }
 }
 
 // ------------------------------------------------------------------ GID choice (step04's gid.hpp)

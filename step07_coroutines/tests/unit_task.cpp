@@ -175,7 +175,8 @@ Task<long> sum_of_ones(int count) {
 
 // Tasks that complete without suspending, awaited in a loop: each await starts a frame and
 // returns. (At -O0 GCC does not promise the tail call of symmetric transfer, which is why the
-// per-message path awaits no Task; 10000 is within any stack.)
+// per-message path awaits no Task; 10000 is within any stack. unit_task_stack.cpp runs a million
+// on a small stack.)
 TEST(Task, AwaitsManyTasksInALoop) {
     Task<long> task = sum_of_ones(10000);
     task.handle().resume();

@@ -1,4 +1,7 @@
-// Step 06 unit tests: the program's pure logic (options, the handshake formats, payload, stats).
+// Unit tests of step06's and step07's pure logic (options, the handshake formats, payload, stats),
+// which differ only in the program's name: tests/CMakeLists.txt builds this file once per step,
+// against that step's headers and library, with TUTORIAL_TEST_PROGRAM ("step06_epoll") and
+// TUTORIAL_TEST_STEP ("step06") naming the step (step06_unit_main, step07_unit_main).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,18 +11,22 @@
 #include <string>
 #include <vector>
 
-#include "../measurements.hpp"
-#include "../options.hpp"
-#include "../pingpong.hpp"
-#include "../server.hpp"
-#include "../wire_format.hpp"
+#include "measurements.hpp"
+#include "options.hpp"
+#include "pingpong.hpp"
+#include "server.hpp"
+#include "wire_format.hpp"
+
+#if !defined(TUTORIAL_TEST_PROGRAM) || !defined(TUTORIAL_TEST_STEP)
+#error "build with TUTORIAL_TEST_PROGRAM=\"stepNN_name\" and TUTORIAL_TEST_STEP=\"stepNN\""
+#endif
 
 namespace {
 
 using namespace tutorial;
 
 Options parse(std::vector<std::string> args) {
-    args.insert(args.begin(), "step06_epoll");
+    args.insert(args.begin(), TUTORIAL_TEST_PROGRAM);
     std::vector<char*> argv;
     for (auto& a : args) {
         argv.push_back(a.data());
@@ -111,8 +118,10 @@ TEST(LatencyFile, LabelNamesTheMode) {
 TEST(LatencyFile, WriterTextIsExact) {
     const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
     EXPECT_EQ(latency_file_text("spin 50 us", 64, samples),
-              "# label: step06 spin 50 us\n"
-              "# program: step06_epoll\n"
+              "# label: " TUTORIAL_TEST_STEP
+              " spin 50 us\n"
+              "# program: " TUTORIAL_TEST_PROGRAM
+              "\n"
               "# size: 64\n"
               "# iterations: 4\n"
               "# unit: usec one-way (round trip / 2)\n"
@@ -121,23 +130,24 @@ TEST(LatencyFile, WriterTextIsExact) {
               "1234.568\n"
               "0.000\n");
     EXPECT_EQ(latency_file_text("event mode", 4096, {}),
-              "# label: step06 event mode\n# program: step06_epoll\n# size: 4096\n"
+              "# label: " TUTORIAL_TEST_STEP " event mode\n# program: " TUTORIAL_TEST_PROGRAM
+              "\n# size: 4096\n"
               "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }
 
 TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
     try {
-        (void)open_latency_file("/nonexistent-step06-dir/x.lat");
+        (void)open_latency_file("/nonexistent-" TUTORIAL_TEST_STEP "-dir/x.lat");
         FAIL() << "no UsageError";
     } catch (const UsageError& e) {
-        EXPECT_STREQ(e.what(),
-                     "cannot open --latency-file '/nonexistent-step06-dir/x.lat': No such file or "
-                     "directory");
+        EXPECT_STREQ(e.what(), "cannot open --latency-file '/nonexistent-" TUTORIAL_TEST_STEP
+                               "-dir/x.lat': No such file or "
+                               "directory");
     }
 }
 
 TEST(LatencyFile, WritesWhatTheFormatterGives) {
-    char path[] = "/tmp/step06_latency_XXXXXX";
+    char path[] = "/tmp/" TUTORIAL_TEST_STEP "_latency_XXXXXX";
     const int fd = ::mkstemp(path);
     ASSERT_GE(fd, 0);
     ::close(fd);
@@ -150,28 +160,6 @@ TEST(LatencyFile, WritesWhatTheFormatterGives) {
     std::fclose(in);
     ::unlink(path);
     EXPECT_EQ(back, text);
-}
-
-TEST(Handshake, ServerParsesWhatTheClientFormats) {
-    // The server's non-blocking handshake feeds step04's parser with the bytes it gathered.
-    PeerInfo info;
-    info.lid = 0x12;
-    info.qpn = 0xabcdef;
-    info.psn = 0x123456;
-    info.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
-    const WireMessage msg = format_wire_message(info);
-    ASSERT_EQ(msg.size(), kWireMessageSize);
-    EXPECT_STREQ(msg.data(), "0012:abcdef:123456:00000000000000000000ffff7f000001");
-    std::string error;
-    const std::optional<QpEndpointInfo> back = parse_wire_message(msg, error);
-    ASSERT_TRUE(back) << error;
-    EXPECT_EQ(back->qpn, info.qpn);
-    EXPECT_EQ(back->psn, info.psn);
-    EXPECT_EQ(back->gid, info.gid);
-    const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n012345678901234567890123";
-    EXPECT_FALSE(
-        parse_wire_message(std::span<const char>(garbage.data(), kWireMessageSize), error));
-    EXPECT_FALSE(error.empty());
 }
 
 TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
@@ -211,12 +199,6 @@ TEST(Handshake, ClientSendsSizeAndIterationsInV3) {
               "the client uses -n 2000, this server -n 1000: both sides must use the same -n");
     EXPECT_EQ(describe_run_mismatch(back, server, false),
               "the server uses -n 1000, this client -n 2000: both sides must use the same -n");
-}
-
-TEST(Handshake, PrintableEscapesWhatAPeerSent) {
-    const std::string s = std::string("ab\n\x01", 4);
-    EXPECT_EQ(printable_bytes(s), "\"ab\\x0a\\x01\"");
-    EXPECT_EQ(printable_bytes(std::string(70, 'x')), '"' + std::string(64, 'x') + "\"...");
 }
 
 TEST(Payload, PatternDependsOnIterationAndSide) {

@@ -1,4 +1,6 @@
-// Step 07 unit tests, step06's ported: the event bookkeeping against a fake event source.
+// Unit tests of cq_events.hpp, which step06 and step07 carry byte-identical: the event
+// bookkeeping against a fake event source (no device, no verbs faked). tests/CMakeLists.txt builds
+// this file once per step, against that step's copy (step06_unit_cq_events, step07_unit_cq_events).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../cq_events.hpp"
+#include "cq_events.hpp"
 
 namespace {
 

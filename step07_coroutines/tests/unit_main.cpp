@@ -36,22 +36,7 @@ TEST(Options, DefaultsFollowRcPingpong) {
     EXPECT_EQ(o.rx_depth, 500u);
     EXPECT_EQ(o.mtu, 1024);
     EXPECT_EQ(o.tcp_port, 18515);
-    EXPECT_EQ(o.mode, WaitMode::busy);
     EXPECT_EQ(o.safety_ms, 100);
-}
-
-TEST(Options, ClientModes) {
-    EXPECT_EQ(parse({"-e", "host"}).mode, WaitMode::event);
-    EXPECT_EQ(parse({"--spin-us", "50", "host"}).mode, WaitMode::spin);
-    EXPECT_EQ(parse({"--spin-us", "0", "-e", "host"}).mode, WaitMode::event);
-    EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
-}
-
-TEST(Options, TheServerSpinsToo) {
-    const Options o = parse({"--spin-us", "50"});
-    EXPECT_TRUE(o.host.empty());
-    EXPECT_EQ(o.spin_us, 50u);
-    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
 }
 
 TEST(Options, RejectsBadValuesAndMisplacedOptions) {
@@ -60,7 +45,7 @@ TEST(Options, RejectsBadValuesAndMisplacedOptions) {
     EXPECT_THROW(parse({"-m", "1000"}), UsageError);
     EXPECT_THROW(parse({"-p", "65536"}), UsageError);
     EXPECT_THROW(parse({"--cq-depth", "2"}), UsageError);
-    EXPECT_THROW(parse({"-e"}), UsageError) << "-e is a client option";
+    EXPECT_THROW(parse({"--rate", "5"}), UsageError) << "--rate is a client option";
     EXPECT_THROW(parse({"--exit-after", "3", "host"}), UsageError);
     EXPECT_THROW(parse({"--bogus"}), UsageError);
     EXPECT_THROW(parse({"-s"}), UsageError);
@@ -76,9 +61,17 @@ std::string usage_error(std::vector<std::string> args) {
     return "no UsageError";
 }
 
+TEST(Options, EventModeOnly) {
+    EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
+    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
+    // step06's other two ways to wait stay in step06.
+    EXPECT_EQ(usage_error({"-e", "host"}), "unknown option '-e'");
+    EXPECT_EQ(usage_error({"--spin-us", "50", "host"}), "unknown option '--spin-us'");
+}
+
 TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
     EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
-    EXPECT_EQ(usage_error({"-ex", "host"}), "unknown option '-x'") << "the option, not the cluster";
+    EXPECT_EQ(usage_error({"-vx", "host"}), "unknown option '-x'") << "the option, not the cluster";
     EXPECT_EQ(usage_error({"--bogus"}), "unknown option '--bogus'");
     EXPECT_EQ(usage_error({"--check=1"}), "option '--check' takes no value");
     EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
@@ -94,24 +87,18 @@ TEST(Options, CqDepthHoldsEveryRequestAFailureFlushes) {
 
 TEST(LatencyFile, OptionIsAClientOption) {
     EXPECT_EQ(parse({"--latency-file", "/tmp/x.lat", "host"}).latency_file, "/tmp/x.lat");
-    EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");
+    EXPECT_EQ(parse({"--latency-file=a b.lat", "-v", "host"}).latency_file, "a b.lat");
     EXPECT_TRUE(parse({"host"}).latency_file.empty());
     EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
-              "-e, --rate and --latency-file are client options (give a HOST)");
+              "--rate and --latency-file are client options (give a HOST)");
     EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a file name");
     EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
 }
 
-TEST(LatencyFile, LabelNamesTheMode) {
-    EXPECT_EQ(mode_label(parse({"host"})), "busy poll");
-    EXPECT_EQ(mode_label(parse({"-e", "host"})), "event mode");
-    EXPECT_EQ(mode_label(parse({"--spin-us", "50", "host"})), "spin 50 us");
-}
-
 TEST(LatencyFile, WriterTextIsExact) {
     const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
-    EXPECT_EQ(latency_file_text("spin 50 us", 64, samples),
-              "# label: step07 spin 50 us\n"
+    EXPECT_EQ(latency_file_text("event mode", 64, samples),
+              "# label: step07 event mode\n"
               "# program: step07_coroutines\n"
               "# size: 64\n"
               "# iterations: 4\n"

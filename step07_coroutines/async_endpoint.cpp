@@ -22,8 +22,8 @@ AsyncConfig async_config(const Options& o) {
     return c;
 }
 
-EndpointConfig async_endpoint_config(const Options& o, bool channel) {
-    EndpointConfig c = endpoint_config(o, channel);
+EndpointConfig async_endpoint_config(const Options& o) {
+    EndpointConfig c = endpoint_config(o, true);
     c.buffer_size = (static_cast<std::size_t>(o.rx_depth) + 1) * o.size;
     return c;
 }
@@ -54,7 +54,7 @@ AsyncEndpoint::AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const Asyn
     if (ep_.buffer().size() < (std::size_t{config.rx_depth} + 1) * config.message_size) {
         throw std::logic_error("AsyncEndpoint: the buffer is smaller than rx_depth + 1 slots");
     }
-    reactor_.add_channel(*this);
+    channel_.emplace(reactor_, *this);
 }
 
 AsyncEndpoint::~AsyncEndpoint() {
@@ -62,11 +62,10 @@ AsyncEndpoint::~AsyncEndpoint() {
 }
 
 void AsyncEndpoint::close() noexcept {
-    if (closed_) {
+    if (!channel_) {
         return;
     }
-    closed_ = true;
-    reactor_.remove_channel(*this);
+    channel_.reset();         // out of the epoll set while the channel's fd is open
     take_queued_events(ep_);  // pingpong.hpp: an event after the last drain counts as late
     ack_all_before_destroy(ep_, ep_.events());
 }
@@ -87,8 +86,6 @@ int AsyncEndpoint::poll_raw(std::span<ibv_wc> batch) {
     return n;
 }
 
-// ====================================================================== the reactor's calls
-
 //! [channel_service]
 std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
     Source source{*this};
@@ -96,17 +93,6 @@ std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
                source, ep_.events(), std::span<ibv_wc>(batch_),
                [this](const ibv_wc& wc) { return route(wc); }, ready)
         .completions;
-}
-
-std::uint64_t AsyncEndpoint::poll_once(ReadyQueue& ready) {
-    const int n = poll_raw(batch_);
-    for (int i = 0; i < n; ++i) {
-        if (const std::coroutine_handle<> waiter = route(batch_[static_cast<std::size_t>(i)])) {
-            ready.push(waiter);
-        }
-    }
-    ep_.events().on_spin_poll(static_cast<std::uint64_t>(n));
-    return static_cast<std::uint64_t>(n);
 }
 
 std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
@@ -124,13 +110,11 @@ std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
 
 //! [route]
 std::coroutine_handle<> AsyncEndpoint::route(const ibv_wc& wc) {
-    switch (classify_wr_id(wc.wr_id, config_.rx_depth, one_sided_wr_id_)) {
+    switch (classify_wr_id(wc.wr_id, config_.rx_depth)) {
         case WrKind::receive:
             return route_receive(wc);
         case WrKind::send:
             return route_send(wc);
-        case WrKind::one_sided:
-            return route_one_sided(wc);
         case WrKind::drain_marker:
             marker_back_ = true;
             completed_sends_ = sent_;  // every send before it is done, CQE or not
@@ -147,7 +131,6 @@ std::coroutine_handle<> AsyncEndpoint::route_receive(const ibv_wc& wc) {
         record_failure(wc);
         return take_failed_waiter(recv_waiter_);
     }
-    ++received_;
     completed_[(completed_head_ + completed_count_) % completed_.size()] = {
         static_cast<std::uint32_t>(wc.wr_id), wc.byte_len};
     ++completed_count_;
@@ -168,19 +151,17 @@ std::coroutine_handle<> AsyncEndpoint::route_send(const ibv_wc& wc) {
     return {};
 }
 
-std::coroutine_handle<> AsyncEndpoint::route_one_sided(const ibv_wc& wc) {
-    one_sided_wr_id_ = 0;
-    if (wc.status != IBV_WC_SUCCESS) {
-        record_failure(wc);
-    }
-    if (one_sided_ == nullptr) {
-        return {};  // its coroutine was destroyed while it waited: nothing to resume
-    }
-    one_sided_->completion_ = wc;
-    Pending* waiter = std::exchange(one_sided_, nullptr);
-    return take(waiter);
-}
 //! [route]
+
+// B9's rule: one waiter per slot. An awaiter that found the slot taken did not suspend (its
+// handle is null): a second waiter would have replaced the first, which would never resume.
+void AsyncEndpoint::refuse_second(const Pending* slot, const Pending& waiter,
+                                  const char* what) const {
+    if (!waiter.handle && slot != nullptr) {
+        throw std::logic_error(std::string("AsyncEndpoint: a second coroutine awaits ") + what +
+                               " while one already does");
+    }
+}
 
 std::coroutine_handle<> AsyncEndpoint::take(Pending*& waiter) noexcept {
     if (waiter == nullptr) {
@@ -222,9 +203,6 @@ void AsyncEndpoint::forget(Pending& waiter) noexcept {
     if (send_waiter_ == &waiter) {
         send_waiter_ = nullptr;
     }
-    if (one_sided_ == &waiter) {
-        one_sided_ = nullptr;  // one_sided_wr_id_ stays: its completion is still to come
-    }
     if (waiter.queued) {
         reactor_.ready().forget(waiter.handle);
     }
@@ -233,9 +211,7 @@ void AsyncEndpoint::forget(Pending& waiter) noexcept {
 // ====================================================================== posting
 
 void AsyncEndpoint::post_initial_receives() {
-    if (ep_.channel_fd() >= 0) {
-        ep_.request_notify();  // armed before the first post
-    }
+    ep_.request_notify();  // armed before the first post
     const auto initial = static_cast<std::uint32_t>(
         std::min<std::uint64_t>(config_.rx_depth, receives_left_to_post_));
     for (std::uint32_t slot = 0; slot < initial; ++slot) {
@@ -294,10 +270,9 @@ void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
 }
 //! [post_send]
 
-// ====================================================================== the awaiters
-
 Received AsyncEndpoint::RecvAwaiter::await_resume() {
     queued = false;
+    ep_.refuse_second(ep_.recv_waiter_, *this, "recv()");
     if (ep_.completed_count_ == 0) {
         ep_.throw_failure();
     }
@@ -310,50 +285,11 @@ Received AsyncEndpoint::RecvAwaiter::await_resume() {
 
 void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
     queued = false;
+    ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
     if (ep_.failure_) {
         ep_.throw_failure();
     }
 }
-
-//! [one_sided]
-bool AsyncEndpoint::OneSidedAwaiter::await_suspend(std::coroutine_handle<> awaiting) noexcept {
-    try {
-        if (ep_.one_sided_wr_id_ != 0) {
-            throw std::logic_error("one RDMA WRITE or READ at a time per endpoint");
-        }
-        const auto wr_id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(this));
-        if (opcode_ == IBV_WR_RDMA_WRITE) {
-            ep_.ep_.post_write(wr_id, local_offset_, remote_offset_, length_);
-        } else {
-            ep_.ep_.post_read(wr_id, local_offset_, remote_offset_, length_);
-        }
-        handle = awaiting;
-        ep_.one_sided_ = this;
-        ep_.one_sided_wr_id_ = wr_id;
-        return true;
-    } catch (...) {
-        post_error_ = std::current_exception();
-        return false;  // do not suspend: await_resume rethrows
-    }
-}
-
-void AsyncEndpoint::OneSidedAwaiter::await_resume() {
-    queued = false;
-    if (post_error_) {
-        std::rethrow_exception(post_error_);
-    }
-    if (completion_ && completion_->status != IBV_WC_SUCCESS) {
-        throw WorkCompletionError(*completion_);
-    }
-    if (!completion_ && ep_.failure_) {
-        ep_.throw_failure();  // the QP had failed before: nothing was posted
-    }
-}
-
-AsyncEndpoint::OneSidedAwaiter::~OneSidedAwaiter() {
-    ep_.forget(*this);
-}
-//! [one_sided]
 
 // ====================================================================== cancel
 
@@ -374,7 +310,7 @@ void AsyncEndpoint::enter_error_state() {
     // send that finished before the QP failed makes no CQE at all. So, as the kernel's
     // ib_drain_sq() does, post a marker SEND to the QP in the error state: it completes at once,
     // flushed, and a send queue completes in order, so once the marker is back every earlier
-    // send, WRITE and READ has completed. (A full send queue takes no marker: then count.)
+    // send has completed. (A full send queue takes no marker: then count.)
     drain_marker_ = post_drain_marker_send();
 }
 
@@ -434,17 +370,16 @@ bool AsyncEndpoint::post_drain_marker_send() noexcept {
 /// without one, every send counted).
 bool AsyncEndpoint::drained() const noexcept {
     const bool sends_done = drain_marker_ ? marker_back_ : sent_ == completed_sends_;
-    return sends_done && posted_receives_ == 0 && one_sided_wr_id_ == 0;
+    return sends_done && posted_receives_ == 0;
 }
 
 std::uint64_t AsyncEndpoint::outstanding() const noexcept {
-    return posted_receives_ + (sent_ - completed_sends_) + (one_sided_wr_id_ != 0 ? 1 : 0);
+    return posted_receives_ + (sent_ - completed_sends_);
 }
 
 std::uint32_t AsyncEndpoint::wake_all_waiters() {
     std::uint32_t woken = 0;
-    Pending* one_sided = std::exchange(one_sided_, nullptr);  // its request timed out
-    for (Pending** waiter : {&recv_waiter_, &send_waiter_, &one_sided}) {
+    for (Pending** waiter : {&recv_waiter_, &send_waiter_}) {
         if (const std::coroutine_handle<> handle = take(*waiter)) {
             reactor_.ready().push(handle);
             ++woken;

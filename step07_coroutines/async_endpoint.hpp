@@ -1,4 +1,4 @@
-// Step 07: awaitable RDMA operations over RDMAEndpoint: recv, send, write, read, cancel.
+// Step 07: awaitable RDMA operations over RDMAEndpoint: recv, send, and cancel.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -8,7 +8,6 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <optional>
 #include <span>
 #include <vector>
@@ -30,35 +29,29 @@ struct AsyncConfig {
     std::uint32_t tx_depth = 16;      ///< -t: sends outstanding at most
     std::uint64_t messages = 0;       ///< -n: receives to post in all (0: no limit)
 };
-/// -s, -r, -t and -n from the options.
+/// -s, -r, -t and -n from the options; and pingpong.hpp's endpoint_config(), with a completion
+/// channel and the buffer grown to the layout above.
 [[nodiscard]] AsyncConfig async_config(const Options& o);
-/// pingpong.hpp's endpoint_config(), with the buffer grown to the layout above.
-[[nodiscard]] EndpointConfig async_endpoint_config(const Options& o, bool channel);
+[[nodiscard]] EndpointConfig async_endpoint_config(const Options& o);
 
 //! [wr_id]
 /// What a completion's wr_id says (the only field valid in a failed completion besides the
 /// status, see ibv_poll_cq(3)):
 ///   receive:   the slot index, 0 .. rx_depth-1 (top bit clear)
 ///   send:      kSendTag | the send's sequence number
-///   one-sided: the address of the WRITE/READ's state in the awaiting coroutine's frame (a
-///              user-space pointer: top bit clear; recognised by being the one in flight)
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
 /// cancel()'s marker send (see there), a wr_id no other send has.
 inline constexpr std::uint64_t kDrainSendWrId = ~std::uint64_t{0};
 /// cancel() stops draining when nothing more came for this long (an overflowed CQ).
 inline constexpr std::chrono::milliseconds kFlushStall{100};
-enum class WrKind : std::uint8_t { receive, send, one_sided, drain_marker, unknown };
+enum class WrKind : std::uint8_t { receive, send, drain_marker, unknown };
 /// The one place that decodes a wr_id.
-[[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth,
-                                           std::uint64_t one_sided_in_flight) noexcept {
+[[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth) noexcept {
     if (wr_id == kDrainSendWrId) {  // first: its send tag is set, but it is no numbered send
         return WrKind::drain_marker;
     }
     if ((wr_id & kSendTag) != 0) {
         return WrKind::send;
-    }
-    if (one_sided_in_flight != 0 && wr_id == one_sided_in_flight) {
-        return WrKind::one_sided;
     }
     return wr_id < rx_depth ? WrKind::receive : WrKind::unknown;
 }
@@ -81,15 +74,15 @@ struct CancelResult {
 
 /// One connection: an RDMAEndpoint (owned) whose completions the reactor routes to the
 /// coroutines awaiting them. Every awaiter lives in the awaiting coroutine's frame: the
-/// per-message path (recv, repost, send, routing, resume) allocates nothing.
+/// per-message path (recv, repost, send, routing, resume) allocates nothing. One coroutine at a
+/// time awaits recv(), and one awaits send() or sends_done(): a second is a std::logic_error.
 ///
 /// Errors: a failed completion (a flush too) is kept, the first one only, and resumes its
 /// waiter; from then on every co_await on this endpoint throws WorkCompletionError with it
 /// (receives that completed before it are still returned first).
 class AsyncEndpoint final : public ChannelClient {
   public:
-    /// Registers with \p reactor (add_channel); \p endpoint must have the buffer of
-    /// async_endpoint_config() and, in event and spin modes, a completion channel.
+    /// Registers with \p reactor; \p endpoint must be made with async_endpoint_config().
     AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const AsyncConfig& config);
     /// close(), then the RDMAEndpoint's own destructor (QP, CQ, MR, PD, channel, context).
     ~AsyncEndpoint();
@@ -98,11 +91,9 @@ class AsyncEndpoint final : public ChannelClient {
 
     /// The endpoint, for connect(), local_info(), events() and the rest.
     [[nodiscard]] RDMAEndpoint& endpoint() noexcept { return ep_; }
-    [[nodiscard]] const AsyncConfig& config() const noexcept { return config_; }
 
-    /// Arms the CQ first (with a channel: a completion before the first ibv_req_notify_cq raises
-    /// no event), then posts min(rx_depth, messages) receives, one per slot. Call before
-    /// connecting, as step06 does.
+    /// Arms the CQ first (a completion before the first ibv_req_notify_cq raises no event), then
+    /// posts min(rx_depth, messages) receives, one per slot. Call before connecting, as step06.
     void post_initial_receives();
 
     //! [recv_awaiter]
@@ -114,7 +105,6 @@ class AsyncEndpoint final : public ChannelClient {
     /// messages still to come. \throws std::system_error ("ibv_post_recv")
     void repost(std::uint32_t slot);
     //! [recv_awaiter]
-    [[nodiscard]] std::span<std::byte> receive_slot(std::uint32_t slot) noexcept;
 
     //! [send_awaiter]
     /// The send slot: fill it, then `co_await ep.send(length)`.
@@ -131,59 +121,28 @@ class AsyncEndpoint final : public ChannelClient {
     [[nodiscard]] SendsDoneAwaiter sends_done() noexcept;
     //! [send_awaiter]
 
-    //! [one_sided_awaiter]
-    /// `co_await ep.write(local_offset, remote_offset, length)`: an RDMA WRITE of buffer()
-    /// [local_offset, +length) to the peer's buffer at remote_offset, signaled; resumes on its
-    /// completion. One WRITE or READ at a time per endpoint; its wr_id is its state's address.
-    /// \throws WorkCompletionError (e.g. IBV_WC_REM_ACCESS_ERR), std::out_of_range,
-    ///         std::logic_error (one already in flight), std::system_error ("ibv_post_send")
-    class OneSidedAwaiter;
-    [[nodiscard]] OneSidedAwaiter write(std::size_t local_offset, std::size_t remote_offset,
-                                        std::size_t length) noexcept;
-    /// `co_await ep.read(local_offset, remote_offset, length)`: the same, an RDMA READ.
-    [[nodiscard]] OneSidedAwaiter read(std::size_t local_offset, std::size_t remote_offset,
-                                       std::size_t length) noexcept;
-    //! [one_sided_awaiter]
-
     /// Shutdown for this connection: the QP to IBV_QPS_ERR; then drain its CQ until every
-    /// outstanding request has completed (posted receives, unsignaled sends, the WRITE/READ in
-    /// flight: flushed, or completed before), at most \p timeout; then every waiter is queued on
-    /// the ReadyQueue with the flush error (they run in the next resume phase). Call it outside
-    /// the reactor's routing phase (from a coroutine, or between rounds). The flushes it drains
-    /// are not counted in events(). \throws std::system_error ("ibv_modify_qp ERR", "ibv_poll_cq")
+    /// outstanding request has completed (posted receives, unsignaled sends: flushed, or
+    /// completed before), at most \p timeout; then every waiter is queued on the ReadyQueue with
+    /// the flush error (they run in the next resume phase). Call it outside the reactor's routing
+    /// phase (from a coroutine, or between rounds). The flushes it drains are not counted in
+    /// events(). \throws std::system_error ("ibv_modify_qp ERR", "ibv_poll_cq")
     CancelResult cancel(std::chrono::milliseconds timeout);
     /// cancel()'s first step alone: the QP to the error state (and the drain marker posted), so
     /// that a shutdown can fail every QP before it drains any. cancel() calls it if needed.
     /// \throws std::system_error ("ibv_modify_qp ERR")
     void enter_error_state();
 
-    /// Before the verbs objects go: remove_channel(), take the events still queued, ack them all
+    /// Before the verbs objects go: leave the reactor, take the events still queued, ack them all
     /// (ibv_destroy_cq waits for that). Idempotent; the destructor calls it.
     void close() noexcept;
-
-    /// Receives completed, sends posted, sends completed (signaled completions cover the
-    /// unsignaled ones before them), receives posted now.
-    [[nodiscard]] std::uint64_t received() const noexcept { return received_; }
-    [[nodiscard]] std::uint64_t sent() const noexcept { return sent_; }
-    [[nodiscard]] std::uint64_t completed_sends() const noexcept { return completed_sends_; }
-    [[nodiscard]] std::uint32_t posted_receives() const noexcept { return posted_receives_; }
-    /// Work requests not completed yet: posted receives, sends, the WRITE/READ in flight.
-    [[nodiscard]] std::uint64_t outstanding() const noexcept;
-    /// The first failed completion, once one came (cancel() makes one if nothing was flushed).
-    [[nodiscard]] const std::optional<ibv_wc>& failure() const noexcept { return failure_; }
 
     // ChannelClient: called by the reactor in its routing phase.
     [[nodiscard]] int channel_fd() const noexcept override { return ep_.channel_fd(); }
     std::uint64_t on_channel_readable(ReadyQueue& ready) override;
-    std::uint64_t poll_once(ReadyQueue& ready) override;
     std::uint64_t safety_net(ReadyQueue& ready) override;
 
-    /// Stores one completion in its waiter's state and returns the coroutine to resume (or a
-    /// null handle). Resumes nothing. \throws std::logic_error for a wr_id it does not know.
-    std::coroutine_handle<> route(const ibv_wc& wc);
-
-    /// What an awaiter that suspended leaves with the endpoint.
-    struct Pending {
+    struct Pending {  // what an awaiter that suspended leaves with the endpoint
         std::coroutine_handle<> handle;
         std::uint64_t wanted = 0;  // send waiters: the completed_sends() that resumes them
         bool queued = false;       // on the ReadyQueue, not yet resumed
@@ -191,9 +150,12 @@ class AsyncEndpoint final : public ChannelClient {
 
   private:
     struct Source;  // the CQ for service_channel: raw ibv_poll_cq, failed completions included
+    [[nodiscard]] std::span<std::byte> receive_slot(std::uint32_t slot) noexcept;
+    [[nodiscard]] std::uint64_t outstanding() const noexcept;  // posted receives and sends
+    std::coroutine_handle<> route(const ibv_wc& wc);
     std::coroutine_handle<> route_receive(const ibv_wc& wc);
     std::coroutine_handle<> route_send(const ibv_wc& wc);
-    std::coroutine_handle<> route_one_sided(const ibv_wc& wc);
+    void refuse_second(const Pending* slot, const Pending& waiter, const char* what) const;
     std::coroutine_handle<> take(Pending*& waiter) noexcept;
     std::coroutine_handle<> take_failed_waiter(Pending*& own) noexcept;
     void record_failure(const ibv_wc& wc) noexcept;
@@ -208,6 +170,8 @@ class AsyncEndpoint final : public ChannelClient {
 
     Reactor& reactor_;
     RDMAEndpoint ep_;
+    // After ep_, so destroyed before it: the channel leaves the epoll set while its fd is open.
+    std::optional<ChannelWatch> channel_;
     AsyncConfig config_;
     std::uint32_t signal_every_;
     std::uint32_t refill_batch_;
@@ -222,16 +186,13 @@ class AsyncEndpoint final : public ChannelClient {
     std::uint32_t to_repost_count_ = 0;
     std::uint64_t receives_left_to_post_ = 0;  // messages - receives posted so far (or no limit)
     std::uint32_t posted_receives_ = 0;
-    std::uint64_t received_ = 0, sent_ = 0, completed_sends_ = 0;
+    std::uint64_t sent_ = 0, completed_sends_ = 0;
     Pending* recv_waiter_ = nullptr;
     Pending* send_waiter_ = nullptr;
-    OneSidedAwaiter* one_sided_ = nullptr;  // its awaiter, while its coroutine waits
-    std::uint64_t one_sided_wr_id_ = 0;     // the WRITE/READ in flight (0: none)
     std::optional<ibv_wc> failure_;
     bool cancelled_ = false;
     bool drain_marker_ = false;  // cancel()'s marker send was posted
     bool marker_back_ = false;   // ... and has completed
-    bool closed_ = false;
     std::array<ibv_wc, 16> batch_{};
 };
 
@@ -242,8 +203,9 @@ class AsyncEndpoint::RecvAwaiter : private AsyncEndpoint::Pending {
     RecvAwaiter(const RecvAwaiter&) = delete;
     RecvAwaiter& operator=(const RecvAwaiter&) = delete;
     ~RecvAwaiter() { ep_.forget(*this); }
+    /// Also true when another coroutine waits: await_resume() then throws (B9).
     [[nodiscard]] bool await_ready() const noexcept {
-        return ep_.completed_count_ != 0 || ep_.failure_.has_value();
+        return ep_.completed_count_ != 0 || ep_.failure_.has_value() || ep_.recv_waiter_;
     }
     void await_suspend(std::coroutine_handle<> handle) noexcept {
         this->handle = handle;
@@ -264,9 +226,10 @@ class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
     SendAwaiter(const SendAwaiter&) = delete;
     SendAwaiter& operator=(const SendAwaiter&) = delete;
     ~SendAwaiter() { ep_.forget(*this); }
-    /// Room in the send queue: fewer than tx_depth sends outstanding.
+    /// Room in the send queue: fewer than tx_depth sends outstanding (or another waiter).
     [[nodiscard]] bool await_ready() const noexcept {
-        return ep_.sent_ - ep_.completed_sends_ < ep_.config_.tx_depth || ep_.failure_;
+        return ep_.sent_ - ep_.completed_sends_ < ep_.config_.tx_depth || ep_.failure_ ||
+               ep_.send_waiter_;
     }
     void await_suspend(std::coroutine_handle<> handle) noexcept {
         this->handle = handle;
@@ -275,6 +238,7 @@ class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
     }
     void await_resume() {
         queued = false;
+        ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
         ep_.post_send_now(length_, last_);
     }
 
@@ -291,7 +255,7 @@ class AsyncEndpoint::SendsDoneAwaiter : private AsyncEndpoint::Pending {
     SendsDoneAwaiter& operator=(const SendsDoneAwaiter&) = delete;
     ~SendsDoneAwaiter() { ep_.forget(*this); }
     [[nodiscard]] bool await_ready() const noexcept {
-        return ep_.completed_sends_ == ep_.sent_ || ep_.failure_;
+        return ep_.completed_sends_ == ep_.sent_ || ep_.failure_ || ep_.send_waiter_;
     }
     void await_suspend(std::coroutine_handle<> handle) noexcept {
         this->handle = handle;
@@ -305,34 +269,6 @@ class AsyncEndpoint::SendsDoneAwaiter : private AsyncEndpoint::Pending {
 };
 //! [send_awaiter_class]
 
-//! [one_sided_awaiter_class]
-class AsyncEndpoint::OneSidedAwaiter : private AsyncEndpoint::Pending {
-  public:
-    OneSidedAwaiter(AsyncEndpoint& ep, ibv_wr_opcode opcode, std::size_t local_offset,
-                    std::size_t remote_offset, std::size_t length) noexcept
-        : ep_(ep),
-          opcode_(opcode),
-          local_offset_(local_offset),
-          remote_offset_(remote_offset),
-          length_(length) {}
-    OneSidedAwaiter(const OneSidedAwaiter&) = delete;
-    OneSidedAwaiter& operator=(const OneSidedAwaiter&) = delete;
-    ~OneSidedAwaiter();
-    [[nodiscard]] bool await_ready() const noexcept { return ep_.failure_.has_value(); }
-    /// Posts, with wr_id = this; false (do not suspend) when the post threw.
-    bool await_suspend(std::coroutine_handle<> handle) noexcept;
-    void await_resume();
-
-  private:
-    friend class AsyncEndpoint;
-    AsyncEndpoint& ep_;
-    ibv_wr_opcode opcode_;
-    std::size_t local_offset_, remote_offset_, length_;
-    std::optional<ibv_wc> completion_;  // set by route_one_sided
-    std::exception_ptr post_error_;     // the post's exception (rare: not per message)
-};
-//! [one_sided_awaiter_class]
-
 inline AsyncEndpoint::RecvAwaiter AsyncEndpoint::recv() noexcept {
     return RecvAwaiter(*this);
 }
@@ -341,16 +277,6 @@ inline AsyncEndpoint::SendAwaiter AsyncEndpoint::send(std::size_t length, bool l
 }
 inline AsyncEndpoint::SendsDoneAwaiter AsyncEndpoint::sends_done() noexcept {
     return SendsDoneAwaiter(*this);
-}
-inline AsyncEndpoint::OneSidedAwaiter AsyncEndpoint::write(std::size_t local_offset,
-                                                           std::size_t remote_offset,
-                                                           std::size_t length) noexcept {
-    return OneSidedAwaiter(*this, IBV_WR_RDMA_WRITE, local_offset, remote_offset, length);
-}
-inline AsyncEndpoint::OneSidedAwaiter AsyncEndpoint::read(std::size_t local_offset,
-                                                          std::size_t remote_offset,
-                                                          std::size_t length) noexcept {
-    return OneSidedAwaiter(*this, IBV_WR_RDMA_READ, local_offset, remote_offset, length);
 }
 
 }  // namespace tutorial

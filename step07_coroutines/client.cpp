@@ -1,13 +1,11 @@
-// Step 07: the client as one coroutine on the one-thread reactor: connect, handshake v3, then the
-// ping-pong as straight-line code (co_await send, co_await recv), timed, paced and checked.
+// Step 07: the client: step06's handshake, then the ping-pong as one coroutine on the reactor,
+// straight-line code (co_await send, co_await recv), timed, paced and checked.
 #include "client.hpp"
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,15 +17,10 @@
 #include "reactor.hpp"
 #include "task.hpp"
 #include "tcp.hpp"
-#include "wire_format.hpp"
 
 namespace tutorial {
 
 namespace {
-
-const char* mode_name(WaitMode mode) {
-    return mode == WaitMode::busy ? "busy" : mode == WaitMode::event ? "event" : "spin";
-}
 
 /// What the client coroutine measures, and what its watchdog reads.
 struct ClientRun {
@@ -38,58 +31,6 @@ struct ClientRun {
     bool awaiting_completion = false;  // in the loop, not pacing: --timeout applies
     Clock::time_point waiting_since{};
 };
-
-// ================================================================== the handshake
-
-/// rdma_endpoint.cpp's receive_exactly, awaited: a peer that closes early is a peer error.
-Task<void> receive_exactly(Reactor& reactor, const Socket& peer, std::span<char> bytes,
-                           std::chrono::seconds timeout, const char* what) {
-    const std::size_t got = co_await reactor.receive_all(peer, bytes, timeout, what);
-    if (got < bytes.size()) {
-        throw TutorialError(
-            kExitPeer,
-            "the peer closed the connection after " + std::to_string(got) + " of " +
-                std::to_string(bytes.size()) + " bytes of " + what +
-                (got != 0 ? " (received " + printable_bytes(bytes.first(got)) + ")" : ""));
-    }
-}
-
-//! [client_handshake]
-/// step06's client side of handshake v3 (RDMAEndpoint::handshake_as_client), with every socket
-/// wait awaited: send ours, read theirs (the magic first, so that a peer speaking another format
-/// is told at once), compare -s and -n, RTR and RTS (the carried connect()), then "done".
-Task<void> handshake_v3(Reactor& reactor, RDMAEndpoint& ep, const Socket& server,
-                        std::chrono::seconds timeout) {
-    const HandshakeV3Message mine = encode_handshake_v3(ep.local_info());
-    co_await reactor.send_all(server,
-                              std::span(reinterpret_cast<const char*>(mine.data()), mine.size()),
-                              timeout, "the handshake");
-    HandshakeV3Message theirs{};
-    const std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
-    co_await receive_exactly(reactor, server, raw.first(4), timeout, "the peer's handshake");
-    if (std::memcmp(raw.data(), "RDMA", 4) != 0) {  // kHandshakeMagic, big-endian
-        (void)decode_handshake_v3(theirs);          // throws, naming what came
-    }
-    co_await receive_exactly(reactor, server, raw.subspan(4), timeout, "the peer's handshake");
-    const PeerInfo remote = decode_handshake_v3(theirs);
-    // The server has found the same mismatch, answered, and closed: both sides say it.
-    if (std::string mismatch = describe_run_mismatch(ep.local_info(), remote, false);
-        !mismatch.empty()) {
-        throw TutorialError(kExitPeer, mismatch);
-    }
-    ep.connect(remote);
-    co_await reactor.send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), timeout,
-                              "\"done\"");
-}
-//! [client_handshake]
-
-/// TCP (retrying a refused connection every 100 ms) and the handshake; the socket closes at the
-/// end, as step06's does: from then on the QP is the only link to the server.
-Task<void> connect_to_server(Reactor& reactor, RDMAEndpoint& ep, const Options& o) {
-    const std::chrono::seconds timeout(o.timeout_seconds);
-    const TcpPeer server = co_await reactor.connect(o.host, o.tcp_port, timeout);
-    co_await handshake_v3(reactor, ep, server.socket, timeout);
-}
 
 // ================================================================== the ping-pong
 
@@ -144,19 +85,6 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
 }
 //! [client_loop]
 
-//! [client]
-/// The whole client, top to bottom.
-Task<void> client(Reactor& reactor, AsyncEndpoint& ep, const Options& o, ClientRun& run) {
-    co_await connect_to_server(reactor, ep.endpoint(), o);
-    print_address("local", ep.endpoint().local_info());
-    print_address("remote", *ep.endpoint().remote_info());
-    std::fflush(stdout);
-    run.cpu_before = cpu_usage();
-    co_await ping_pong(reactor, ep, o, run);
-    run.cpu_after = cpu_usage();
-}
-//! [client]
-
 // ================================================================== the report
 
 /// ibv_rc_pingpong's two summary lines and the latency table.
@@ -174,8 +102,7 @@ void print_figures(const Options& o, const ClientRun& run) {
 /// and acked, as step06), and the CPU time the run took.
 void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& run) {
     ep.close();
-    std::printf("client: mode %s, %s\n", mode_name(o.mode),
-                event_counts(ep.endpoint().events()).c_str());
+    std::printf("client: mode event, %s\n", event_counts(ep.endpoint().events()).c_str());
     const CpuUsage& before = run.cpu_before;
     const CpuUsage& after = run.cpu_after;
     const double cpu_s = (after.user_s - before.user_s) + (after.system_s - before.system_s);
@@ -213,15 +140,14 @@ void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const Clie
     Task<void> silent = watchdog(reactor, run, std::chrono::seconds(o.timeout_seconds));
     reactor.spawn(task);
     reactor.spawn(silent);
-    reactor.run_until([&] { return task.done() || reactor.stop_signal() != 0 || silent.done(); });
+    reactor.run_until([&] { return task.done() || g_stop_signal != 0 || silent.done(); });
     if (task.done()) {
         task.result();  // rethrows what ended it
         return;
     }
     task.reset();
-    reactor.throw_if_stopped();  // "interrupted by SIGINT", exit 130, as step06
-    throw TutorialError(kExitTimeout, std::string("no completion within --timeout (") +
-                                          mode_name(o.mode) + " mode)");
+    throw_if_stopped();  // tcp.hpp's "interrupted by SIGINT", exit 130, as step06
+    throw TutorialError(kExitTimeout, "no completion within --timeout (event mode)");
 }
 
 }  // namespace
@@ -231,20 +157,30 @@ int run_client(const Options& o) {
     if (!o.latency_file.empty()) {
         latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     }
-    Reactor reactor(client_reactor_settings(o));  // SIGINT and SIGTERM: its signalfd
-    // Busy mode polls the CQ and needs no channel; -e and --spin-us sleep on one.
-    AsyncEndpoint ep(reactor, RDMAEndpoint(async_endpoint_config(o, o.mode != WaitMode::busy)),
-                     async_config(o));
-    ep.post_initial_receives();  // the CQ armed first with a channel; receives before connecting
+    Reactor reactor(std::chrono::milliseconds(o.safety_ms));
+    EndpointConfig config = async_endpoint_config(o);
+    config.stop_flag = &g_stop_signal;  // as step06: SIGINT ends the handshake's waits
+    AsyncEndpoint ep(reactor, RDMAEndpoint(config), async_config(o));
+    ep.post_initial_receives();  // the CQ armed first; receives before connecting
+
+    // step06's client handshake, v3: TCP, exchange, "done", RTR, RTS. Its waits block: the
+    // client has no other coroutine to run yet.
+    ep.endpoint().connect_to_peer(o.host, static_cast<std::uint16_t>(o.tcp_port));
+    print_address("local", ep.endpoint().local_info());
+    print_address("remote", *ep.endpoint().remote_info());
+    std::fflush(stdout);
+
     ClientRun run;
     run.one_way_us.reserve(o.iters);
-    Task<void> task = client(reactor, ep, o, run);
+    run.cpu_before = cpu_usage();
+    Task<void> task = ping_pong(reactor, ep, o, run);
     run_to_end(reactor, task, o, run);
+    run.cpu_after = cpu_usage();
 
     print_figures(o, run);
     if (latency_file) {
         write_latency_file(std::move(latency_file),
-                           latency_file_text(mode_label(o), o.size, run.one_way_us));
+                           latency_file_text("event mode", o.size, run.one_way_us));
     }
     print_events_and_cpu(o, ep, run);
     return kExitOk;

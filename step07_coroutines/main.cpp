@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -17,14 +18,17 @@
 namespace tutorial {
 
 //! [run]
-/// The outline. Without a HOST, a server: one thread, one reactor (one epoll set, a timerfd, a
-/// signalfd), and one coroutine per client from its accept to its last line (Server::run,
-/// below). With a HOST, a client: one coroutine that connects and ping-pongs (client.cpp).
+/// The outline. Without a HOST, a server: one thread, one reactor (one epoll set and a timerfd),
+/// and one coroutine per client from its accept to its last line (Server::run, below). With a
+/// HOST, a client: step06's handshake, then one coroutine that ping-pongs (client.cpp).
 int run(const Options& options) {
     if (options.help) {
         std::fputs(usage_text().c_str(), stdout);
         return kExitOk;
     }
+    // SIGINT and SIGTERM set tcp.hpp's g_stop_signal, as in step06's client. The reactor lets
+    // them in only while it waits, so either side sees one at once.
+    install_stop_handlers();
     if (options.host.empty()) {
         Server server(options);
         return server.run();
@@ -40,7 +44,7 @@ int run(const Options& options) {
 /// every completion, THEN resume) until SIGINT/SIGTERM or --exit-after, and after each round
 /// housekeeping() reaps the clients whose coroutine ended. Then the shutdown, in its order.
 int Server::run() {
-    open_event_sources();  // the listener; the reactor made its epoll set, timerfd and signalfd
+    open_event_sources();  // the listener; the reactor made its epoll set and timerfd
     accepting_ = accept_loop();
     watching_ = watchdog();
     reactor_.spawn(accepting_);
@@ -57,10 +61,12 @@ int Server::run() {
 /// putting its handle on the reactor's ready queue. The session owns the frame.
 Task<void> Server::accept_loop() {
     for (;;) {
-        TcpPeer peer = co_await reactor_.accept(listen_);  // suspends until a client connects
-        ClientSession& s = add_session(std::move(peer));
-        s.coroutine = serve_client(s);
-        reactor_.spawn(s.coroutine);
+        co_await reactor_.readable(*listen_watch_);  // suspends until a client connects
+        while (std::optional<TcpPeer> peer = accept_now(listen_)) {
+            ClientSession& s = add_session(std::move(*peer));
+            s.coroutine = serve_client(s);
+            reactor_.spawn(s.coroutine);
+        }
     }
 }
 //! [accept_loop]
@@ -75,7 +81,7 @@ Task<void> Server::serve_client(ClientSession& s) {
         // The handshake: v3 or ibv_rc_pingpong's, told from the first 4 bytes.
         const PeerInfo remote = co_await take_handshake(s);
         // The endpoint, its receives posted (CQ armed first), RTR, RTS, and the answer.
-        co_await start_rdma(s, remote);
+        start_rdma(s, remote);
         co_await take_done(s);  // "done", the client's last word on TCP
         AsyncEndpoint& ep = *s.endpoint;
         //! [ping_pong]
@@ -119,7 +125,7 @@ Task<void> Server::watchdog() {
 void Server::shut_down() {
     // 1. Stop accepting (the SIGINT line was printed when it came): the accept loop's wait
     //    ends with CancelledError.
-    reactor_.cancel(listen_.get(), "the server stops accepting");
+    reactor_.cancel(*listen_watch_, "the server stops accepting");
     // 2. Every QP to the error state: each outstanding request completes with a flush error.
     for (auto& [id, s] : sessions_) {
         s->aborted = true;
@@ -134,8 +140,8 @@ void Server::shut_down() {
         if (s->endpoint) {
             s->endpoint->cancel(kFlushTimeout);
         }
-        if (s->socket.get() >= 0) {
-            reactor_.cancel(s->socket.get(), "the server shuts down");
+        if (s->socket_watch) {
+            reactor_.cancel(*s->socket_watch, "the server shuts down");
         }
     }
     // 4. Resume every waiter (the watchdog's timer is cancelled too): each client's coroutine
@@ -150,6 +156,7 @@ void Server::shut_down() {
     }
     // 6. The verbs objects: each endpoint (QP, CQ, MR, PD, channel, context), events acked.
     sessions_.clear();
+    listen_watch_.reset();  // out of the epoll set, then closed
     listen_.reset();
 }
 //! [shutdown]

@@ -65,19 +65,6 @@ inline void print_latency_table(std::size_t size, std::size_t iters, const Laten
 // ------------------------------------------------------------- --latency-file
 
 //! [latency_file]
-/// The curve's name for --latency-file: "busy poll", "event mode" or "spin N us".
-inline std::string mode_label(const Options& o) {
-    switch (o.mode) {
-        case WaitMode::event:
-            return "event mode";
-        case WaitMode::spin:
-            return "spin " + std::to_string(o.spin_us) + " us";
-        case WaitMode::busy:
-            break;
-    }
-    return "busy poll";
-}
-
 /// The text of a --latency-file, the format steps 04 to 06 share: '# ' comment
 /// lines, then one measured iteration per line, one-way microseconds with 3
 /// decimals (the samples the latency table summarises, in the order measured).

@@ -1,4 +1,4 @@
-// The program's name, its options and their parser: step06's, under step07's name.
+// The program's name, its options and their parser: step06's, under step07's name, event mode only.
 #pragma once
 
 #include "errors.hpp"
@@ -19,8 +19,6 @@ namespace tutorial {
 
 constexpr const char* kProgram = "step07_coroutines";
 constexpr const char* kStepLabel = "step07";  // --latency-file's "# label: step07 event mode"
-
-enum class WaitMode { busy, event, spin };
 
 struct Options {
     std::string device_name;  // empty: the first device
@@ -43,9 +41,7 @@ struct Options {
     std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
     std::uint32_t ack_batch = 16;
     int safety_ms = 100;
-    // client
-    WaitMode mode = WaitMode::busy;
-    std::uint32_t spin_us = 0;
+    // client (it always waits on completion events)
     std::uint32_t rate = 0;    // messages per second; 0: as fast as possible
     std::string latency_file;  // empty: none
 };
@@ -67,15 +63,11 @@ struct Options {
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
       --check            fill every message with a pattern and verify it (both sides)
-      --spin-us=N        poll for up to N microseconds before sleeping (as rsocket): the client
-                         then arms its CQ and sleeps; the server polls its connected clients'
-                         CQs, restarting the window whenever it finds work (costs a core)
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --ack-batch=N      acknowledge CQ events at least every N events (default 16)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   client:
-  -e, --events           sleep on completion events instead of busy polling
       --rate=N           pace the client to N messages per second
       --latency-file=PATH
                          write every iteration's one-way latency (usec, round trip / 2) to
@@ -107,7 +99,6 @@ enum LongOnlyOption : int {
     kExitAfter,
     kAckBatch,
     kSafetyMs,
-    kSpinUs,
     kRate,
     kLatencyFile
 };
@@ -128,8 +119,6 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"exit-after", required_argument, nullptr, kExitAfter},
                                       {"ack-batch", required_argument, nullptr, kAckBatch},
                                       {"safety-ms", required_argument, nullptr, kSafetyMs},
-                                      {"events", no_argument, nullptr, 'e'},
-                                      {"spin-us", required_argument, nullptr, kSpinUs},
                                       {"rate", required_argument, nullptr, kRate},
                                       {"latency-file", required_argument, nullptr, kLatencyFile},
                                       {"verbose", no_argument, nullptr, 'v'},
@@ -198,7 +187,7 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
 }
 
 /// step06's other options: --bind, --timeout, --check, the server's and the client's.
-inline void apply_option(Options& o, int c, std::string_view arg, bool& events, char** argv) {
+inline void apply_option(Options& o, int c, std::string_view arg, char** argv) {
     switch (c) {
         case kBind:
             o.bind_address = arg;
@@ -217,12 +206,6 @@ inline void apply_option(Options& o, int c, std::string_view arg, bool& events, 
             break;
         case kSafetyMs:
             o.safety_ms = parse_number<int>(arg, "--safety-ms", 1, 60'000);
-            break;
-        case 'e':
-            events = true;
-            break;
-        case kSpinUs:
-            o.spin_us = parse_number<std::uint32_t>(arg, "--spin-us", 0, 10'000'000);
             break;
         case kLatencyFile:
             if (arg.empty()) {
@@ -247,10 +230,9 @@ inline void apply_option(Options& o, int c, std::string_view arg, bool& events, 
 }
 
 /// The options that only a server, or only a client, takes.
-inline void check_option_combinations(Options& o, bool events) {
-    o.mode = o.spin_us > 0 ? WaitMode::spin : (events ? WaitMode::event : WaitMode::busy);
-    if (o.host.empty() && (events || o.rate > 0 || !o.latency_file.empty())) {
-        throw UsageError("-e, --rate and --latency-file are client options (give a HOST)");
+inline void check_option_combinations(const Options& o) {
+    if (o.host.empty() && (o.rate > 0 || !o.latency_file.empty())) {
+        throw UsageError("--rate and --latency-file are client options (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
@@ -267,17 +249,16 @@ inline void check_option_combinations(Options& o, bool events) {
 
 inline Options parse_options(int argc, char** argv) {
     Options o;
-    bool events = false;
     optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
     opterr = 0;
     for (;;) {
-        const int c = getopt_long(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", kLongOptions, nullptr);
+        const int c = getopt_long(argc, argv, ":d:i:g:s:n:m:r:t:c:p:vh", kLongOptions, nullptr);
         if (c == -1) {
             break;
         }
         const std::string_view arg = optarg ? optarg : "";
         if (!apply_pingpong_option(o, c, arg)) {
-            apply_option(o, c, arg, events, argv);
+            apply_option(o, c, arg, argv);
         }
     }
     if (optind < argc) {
@@ -286,7 +267,7 @@ inline Options parse_options(int argc, char** argv) {
     if (optind < argc) {
         throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
     }
-    check_option_combinations(o, events);
+    check_option_combinations(o);
     return o;
 }
 //! [options]

@@ -2,6 +2,8 @@
 #include "server.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,17 +50,33 @@ Socket listen_for_clients(const Options& o) {
     return listener;
 }
 
-Server::Server(const Options& options) : o_(options), reactor_(server_reactor_settings(options)) {}
+std::optional<TcpPeer> accept_now(const Socket& listener) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    TcpPeer client{Socket(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
+                                    SOCK_NONBLOCK | SOCK_CLOEXEC)),
+                   {}};
+    if (client.socket.get() < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR) {
+            return std::nullopt;
+        }
+        throw std::system_error(errno, std::generic_category(), "accept4");
+    }
+    const int one = 1;
+    ::setsockopt(client.socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    client.name = endpoint_text(reinterpret_cast<const sockaddr*>(&address), length);
+    return client;
+}
 
-/// The reactor already watches its timerfd and signalfd; the server adds the listener.
+Server::Server(const Options& options)
+    : o_(options), reactor_(std::chrono::milliseconds(options.safety_ms)) {}
+
+/// The reactor already watches its timerfd; the server adds the listener.
 void Server::open_event_sources() {
     listen_ = listen_for_clients(o_);
-    const std::string spin = o_.spin_us == 0
-                                 ? std::string()
-                                 : "; spins " + std::to_string(o_.spin_us) +
-                                       " us before sleeping while a client is connected";
-    std::printf("server: listening on TCP port %u; one thread, level-triggered epoll%s\n",
-                static_cast<unsigned>(o_.tcp_port), spin.c_str());
+    listen_watch_.emplace(reactor_, listen_.get());
+    std::printf("server: listening on TCP port %u; one thread, level-triggered epoll\n",
+                static_cast<unsigned>(o_.tcp_port));
     std::fflush(stdout);
 }
 
@@ -68,6 +86,7 @@ ClientSession& Server::add_session(TcpPeer peer) {
     s.id = id;
     s.peer = std::move(peer.name);
     s.socket = std::move(peer.socket);
+    s.socket_watch.emplace(reactor_, s.socket.get());
     s.handshake_deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
     if (o_.verbose) {
         std::printf("server: client %llu (%s): connected\n", static_cast<unsigned long long>(id),
@@ -91,7 +110,7 @@ bool Server::housekeeping() {
     if (watching_.done()) {
         watching_.result();
     }
-    if (const int signal = reactor_.stop_signal(); signal != 0 && !stopping_) {
+    if (const int signal = g_stop_signal; signal != 0 && !stopping_) {
         std::printf("server: %s received: stop accepting, abort %zu in-flight client(s)\n",
                     signal == SIGINT ? "SIGINT" : "SIGTERM", sessions_.size());
         stopping_ = true;
@@ -127,7 +146,7 @@ Task<PeerInfo> Server::take_handshake(ClientSession& s) {
         if (s.format && s.inbox.size() >= handshake_size(s.format)) {
             break;
         }
-        const bool ready = co_await reactor_.readable(s.socket.get(), s.handshake_deadline);
+        const bool ready = co_await reactor_.readable(*s.socket_watch, s.handshake_deadline);
         if (!ready) {
             reject("no handshake within " + std::to_string(o_.timeout_seconds) + " s (" +
                    std::to_string(s.inbox.size()) + " bytes received)");
@@ -168,16 +187,14 @@ PeerInfo Server::parse_handshake(ClientSession& s) {
 //! [start_rdma]
 /// The client's endpoint, RTR and RTS, and the answer. A v3 client with another -s or -n is
 /// answered first (so that it says so too), then rejected.
-Task<void> Server::start_rdma(ClientSession& s, PeerInfo remote) {
-    RDMAEndpoint rdma(async_endpoint_config(o_, true));
+void Server::start_rdma(ClientSession& s, PeerInfo remote) {
+    RDMAEndpoint rdma(async_endpoint_config(o_));
     const std::string mismatch = s.format == HandshakeFormat::v3
                                      ? describe_run_mismatch(rdma.local_info(), remote, true)
                                      : std::string();
     if (!mismatch.empty()) {
         try {
-            co_await answer(s, rdma.local_info());
-        } catch (const CancelledError&) {  // the shutdown: aborted, not rejected
-            throw;
+            answer(s, rdma.local_info());
         } catch (const std::exception&) {  // the mismatch is the news, not a closed socket
         }
         reject(mismatch);
@@ -191,7 +208,7 @@ Task<void> Server::start_rdma(ClientSession& s, PeerInfo remote) {
         remote.mtu = ep.endpoint().path_mtu();  // not on rc_pingpong's wire: both sides get -m
     }
     ep.endpoint().connect(remote);
-    co_await answer(s, ep.endpoint().local_info());
+    answer(s, ep.endpoint().local_info());
     if (o_.verbose) {
         print_address("local", ep.endpoint().local_info());
         print_address("remote", remote);
@@ -201,17 +218,16 @@ Task<void> Server::start_rdma(ClientSession& s, PeerInfo remote) {
 }
 //! [start_rdma]
 
-/// The server's half of the handshake, in the client's format.
-Task<void> Server::answer(ClientSession& s, PeerInfo local) {
+/// The server's half of the handshake, in the client's format: tcp.hpp's send_all, as step06.
+/// A few dozen bytes into the empty buffer of a new socket: it does not wait.
+void Server::answer(ClientSession& s, PeerInfo local) {
     const std::chrono::seconds timeout(o_.timeout_seconds);
     if (s.format == HandshakeFormat::v3) {
         const HandshakeV3Message reply = encode_handshake_v3(local);
-        co_await reactor_.send_all(s.socket,
-                                   {reinterpret_cast<const char*>(reply.data()), reply.size()},
-                                   timeout, "the handshake reply");
+        send_all(s.socket, {reinterpret_cast<const char*>(reply.data()), reply.size()}, timeout,
+                 "the handshake reply");
     } else {
-        const WireMessage reply = format_wire_message(local);
-        co_await reactor_.send_all(s.socket, reply, timeout, "the handshake reply");
+        send_all(s.socket, format_wire_message(local), timeout, "the handshake reply");
     }
 }
 
@@ -221,7 +237,7 @@ Task<void> Server::take_done(ClientSession& s) {
     const std::string_view done(kDoneMessage, sizeof kDoneMessage);  // with its NUL
     const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
     while (s.inbox.size() < done.size()) {
-        const bool ready = co_await reactor_.readable(s.socket.get(), deadline);
+        const bool ready = co_await reactor_.readable(*s.socket_watch, deadline);
         if (!ready) {
             throw SessionEnd(silent_outcome(s));
         }
@@ -284,7 +300,8 @@ void Server::end_silent_sessions() {
                 continue;
             }
             if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                s.socket.reset();  // the end of the stream (or a reset)
+                s.socket_watch.reset();  // out of epoll first, while the fd is open
+                s.socket.reset();        // the end of the stream (or a reset)
             }
         }
         if (s.received != s.watched_received) {
@@ -355,7 +372,6 @@ void Server::finish(ClientSession& s, const Outcome& outcome) {
         totals_.late_events += ev.late_events();
         totals_.lost_wakeups += ev.lost_wakeups();
         totals_.completions += ev.completions();
-        totals_.spin_completions += ev.spin_completions();
         totals_.messages += s.received;
     }
     std::printf("%s\n", line.c_str());
@@ -382,11 +398,6 @@ void Server::print_totals() const {
         static_cast<unsigned long long>(totals_.safety_net_finds),
         static_cast<unsigned long long>(totals_.late_events),
         static_cast<unsigned long long>(totals_.lost_wakeups));
-    if (o_.spin_us > 0) {
-        std::printf("server: spin: --spin-us %u took %llu of %llu completions before sleeping\n",
-                    o_.spin_us, static_cast<unsigned long long>(totals_.spin_completions),
-                    static_cast<unsigned long long>(totals_.completions));
-    }
     std::printf(
         "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
         "involuntary\n",

@@ -44,7 +44,7 @@ struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
     std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
     std::uint64_t late_events = 0, lost_wakeups = 0;
-    std::uint64_t completions = 0, spin_completions = 0;
+    std::uint64_t completions = 0;
 };
 
 /// How a client's session ended: the words after "server: client N (PEER): ", and the total
@@ -74,6 +74,7 @@ struct ClientSession {
     std::uint64_t id = 0;
     std::string peer;
     Socket socket;
+    std::optional<FdWatch> socket_watch;  // after the socket: it leaves epoll before the close
     State state = State::handshake;
     std::optional<HandshakeFormat> format;  // known from the first 4 bytes
     std::vector<char> inbox;
@@ -93,8 +94,17 @@ struct ClientSession {
 /// once).
 inline constexpr auto kFlushTimeout = std::chrono::seconds(1);
 
+/// A TCP peer that accept gave: the non-blocking socket and "host:port".
+struct TcpPeer {
+    Socket socket;
+    std::string name;
+};
+
 /// tcp.hpp's listener, non-blocking, with room for a burst of clients.
 Socket listen_for_clients(const Options& o);
+/// The next client waiting on \p listener (with TCP_NODELAY), or none yet.
+/// \throws std::system_error ("accept4")
+std::optional<TcpPeer> accept_now(const Socket& listener);
 
 /// The server: its coroutines and the shutdown's order are in main.cpp (the lesson), the rest in
 /// server.cpp.
@@ -115,8 +125,8 @@ class Server {
     std::ptrdiff_t read_into_inbox(ClientSession& s);
     Task<PeerInfo> take_handshake(ClientSession& s);
     PeerInfo parse_handshake(ClientSession& s);
-    Task<void> start_rdma(ClientSession& s, PeerInfo remote);
-    Task<void> answer(ClientSession& s, PeerInfo local);
+    void start_rdma(ClientSession& s, PeerInfo remote);
+    void answer(ClientSession& s, PeerInfo local);
     Task<void> take_done(ClientSession& s);
     void check_message(ClientSession& s, const Received& message);
     Task<void> watchdog();
@@ -131,6 +141,7 @@ class Server {
     // Declared first, destroyed last: every awaiter and endpoint below refers to it.
     Reactor reactor_;
     Socket listen_;
+    std::optional<FdWatch> listen_watch_;  // after listen_: destroyed first
     std::map<std::uint64_t, std::unique_ptr<ClientSession>> sessions_;
     Task<void> accepting_;
     Task<void> watching_;

@@ -1,4 +1,4 @@
-// TCP for the handshake: sockets with deadlines, listen, accept, connect, send and receive.
+// TCP for the handshake: sockets with deadlines, Ctrl-C, listen, accept, connect, send and receive.
 #pragma once
 
 #include "device.hpp"
@@ -56,9 +56,20 @@ class Socket {
 
 using Clock = std::chrono::steady_clock;
 
-// Every blocking wait checks this flag, which a SIGINT/SIGTERM handler may set. step07 installs
-// none: its reactor takes the signals through a signalfd.
+// SIGINT/SIGTERM set this flag; every wait checks it, so ^C ends the program through main().
 inline volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" inline void on_stop_signal(int signal_number) {
+    g_stop_signal = signal_number;
+}
+
+inline void install_stop_handlers() {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;  // no SA_RESTART: a blocked poll() returns EINTR and we look at the flag
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+}
 
 inline void throw_if_stopped() {
     if (g_stop_signal != 0) {

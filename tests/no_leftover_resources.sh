@@ -179,16 +179,19 @@ scenario() {
         step06_epoll | step07_coroutines)
             live_server "$prog"
             # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and
-            # exits 0; then the clients get SIGINT too. The clients sleep on events and are paced
-            # (--rate), so that the emulated CPUs stay responsive. step07 runs the same scenario: its
-            # server cancels its coroutines, then destroys the verbs objects.
+            # exits 0; then the clients get SIGINT too. The clients sleep on events (step06's -e;
+            # step07's client has no other mode) and are paced (--rate), so that the emulated CPUs
+            # stay responsive. step07 runs the same scenario: its server cancels its coroutines,
+            # then destroys the verbs objects.
             local s=${name%%_*}  # step06, step07
+            local events=(-e)
+            [[ $s == step07 ]] && events=()
             port=$(new_port)
             local flood=("${opts[@]}" -p "$port" -s 64 -n 1000000 -r 64)
             start "$s-server" "$prog" "${flood[@]}"
             wait_for_listen "$port" 30
-            start "$s-client1" "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
-            start "$s-client2" "$prog" "${flood[@]}" -e --rate 2000 127.0.0.1
+            start "$s-client1" "$prog" "${flood[@]}" "${events[@]}" --rate 2000 127.0.0.1
+            start "$s-client2" "$prog" "${flood[@]}" "${events[@]}" --rate 2000 127.0.0.1
             wait_until_held qp 2 "${pid[$s-server]}"
             sleep 1
             kill -INT "${pid[$s-server]}"

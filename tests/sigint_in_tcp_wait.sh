@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A SIGINT that lands during any TCP wait ends the program at once (steps 03-06), however close to
+# A SIGINT that lands during any TCP wait ends the program at once (steps 03-07), however close to
 # the wait it lands. sigint_in_window.so (LD_PRELOAD) raises SIGINT at the program's first POLLIN
 # wait, after its stop-flag check and before the real poll() or ppoll(). A program that checks the
 # flag and then calls poll() waits out its whole --timeout 10 there (and exits 7); one that keeps
@@ -34,15 +34,15 @@ interrupt() {
 
 for prog in "$@"; do
     case $(basename "$prog") in
-        step06_epoll)
-            # Its server waits in epoll with a signalfd; its client waits in tcp.hpp, here for
-            # the handshake of a server that accepts and never answers.
+        step06_epoll | step07_coroutines)
+            # Their servers wait in epoll; their clients wait in tcp.hpp, here for the handshake
+            # of a server that accepts and never answers.
             python3 -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$port" &
             listener=$!
             wait_for_listen "$port" 30 "$listener"
-            interrupt step06_client "$prog" 127.0.0.1
+            interrupt "$(basename "$prog")_client" "$prog" 127.0.0.1
             kill "$listener" 2>/dev/null
             ;;
         *)

@@ -20,9 +20,7 @@ server=$!
 wait_for_listen "$port"
 pids=()
 for ((i = 0; i < clients; i++)); do
-    mode=(-e)
-    ((i % 3 == 2)) && mode=(--spin-us 20)
-    run_cmd "client$i" "$bin" "${common[@]}" "${mode[@]}" 127.0.0.1 &
+    run_cmd "client$i" "$bin" "${common[@]}" 127.0.0.1 &
     pids+=($!)
 done
 wait "${pids[@]}" "$server"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interop (issue 14): step07 speaks step06's wire protocol. A step06 server serves step07 clients,
-# and a step07 server serves step06 clients; in each pairing one client polls (busy) and one sleeps
-# on events (-e), every reply checked (--check). Every process exits 0, each server reports both
+# and a step07 server serves step06 clients (one that polls, busy, and one that sleeps on events,
+# -e); step07's clients always wait on events. Every reply is checked (--check). Every process exits 0, each server reports both
 # clients complete, and step07's lines are step06's: the servers' lines, and the clients', are the
 # same once figures are masked.
 #   tests/interop.sh STEP07_BIN STEP06_BIN
@@ -13,24 +13,28 @@ step07=$1
 step06=$2
 n=200
 
-# pairing NAME SERVER_BIN CLIENT_BIN: a server and two clients (busy, -e); all must succeed.
+# pairing NAME SERVER_BIN CLIENT_BIN CLIENT...: a server and its two clients, each CLIENT named
+# busy (step06's default) or event, event2 (step06's -e; step07's only mode); all must succeed.
 pairing() {
-    local name=$1 server_bin=$2 client_bin=$3 port server c
+    local name=$1 server_bin=$2 client_bin=$3 port server c mode pids=()
+    shift 3
     port=$((20000 + RANDOM % 20000))
     local common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$n" --check --timeout 30)
     run_cmd "${name}_server" "$server_bin" "${common[@]}" --exit-after 2 &
     server=$!
     wait_for_listen "$port" 30 "$server"
-    run_cmd "${name}_busy" "$client_bin" "${common[@]}" 127.0.0.1 &
-    local c1=$!
-    run_cmd "${name}_event" "$client_bin" "${common[@]}" -e 127.0.0.1 &
-    local c2=$!
-    wait "$c1" "$c2" "$server"
-    for c in busy event; do
+    for c in "$@"; do
+        mode=()
+        [[ $c == busy || $client_bin == "$step07" ]] || mode=(-e)
+        run_cmd "${name}_$c" "$client_bin" "${common[@]}" "${mode[@]}" 127.0.0.1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}" "$server"
+    for c in "$@"; do
         expect_exit "${name}_$c" 0
         expect_match "${name}_$c" out "^$n iters in [0-9.]+ seconds = [0-9.]+ usec/iter\$"
         expect_line "${name}_$c" out "client: verified $n of $n replies"
-        expect_match "${name}_$c" out "^client: mode $c, events [0-9]+, acked [0-9]+,"
+        expect_match "${name}_$c" out "^client: mode ${c%2}, events [0-9]+, acked [0-9]+,"
         expect_no_match "${name}_$c" err .
     done
     expect_exit "${name}_server" 0
@@ -67,9 +71,8 @@ expect_same_shape() {
     echo "$what: step07 prints step06's $(wc -l <"$TEST_TMP/$what.step06") line shapes"
 }
 
-pairing s06_serves_s07 "$step06" "$step07"
-pairing s07_serves_s06 "$step07" "$step06"
+pairing s06_serves_s07 "$step06" "$step07" event event2
+pairing s07_serves_s06 "$step07" "$step06" busy event
 expect_same_shape server s06_serves_s07_server -- s07_serves_s06_server
-expect_same_shape client s07_serves_s06_busy s07_serves_s06_event -- \
-    s06_serves_s07_busy s06_serves_s07_event
+expect_same_shape client s07_serves_s06_event -- s06_serves_s07_event s06_serves_s07_event2
 echo "PASS: step07 client <-> step06 server, step06 client <-> step07 server"

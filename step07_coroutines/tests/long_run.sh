@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A long run (issue 14): N messages (default 10^6) on one connection, client in busy mode, every
+# A long run (issue 14): N messages (default 10^6) on one connection, client in event mode, every
 # reply checked. The per-connection coroutine resumes once or more per message; if a resume nested
 # on the stack (no symmetric transfer, as GCC at -O0 may do without care), the stack would grow
 # with every message and overflow long before the end. The run must complete, and the stack

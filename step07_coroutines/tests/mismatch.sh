@@ -26,7 +26,7 @@ expect_no_match iters out "iters in"
 run_cmd size "$bin" "${dev[@]}" -p "$port" -s 128 --timeout 30 127.0.0.1
 expect_exit size 6
 expect_line size err "$prog: the server uses -s 64, this client -s 128: both sides must use the same -s"
-run_cmd both "$bin" "${dev[@]}" -p "$port" -s 4096 -n 5 -e --timeout 30 127.0.0.1
+run_cmd both "$bin" "${dev[@]}" -p "$port" -s 4096 -n 5 --timeout 30 127.0.0.1
 expect_exit both 6
 expect_line both err "$prog: the server uses -s 64 -n 1000, this client -s 4096 -n 5: both sides must use the same -s and -n"
 # A peer speaking handshake version 2 (the same 64 bytes, version 2).

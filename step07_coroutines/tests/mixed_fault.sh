@@ -17,12 +17,12 @@ server=$!
 wait_for_listen "$port"
 pids=()
 for ((i = 0; i < good; i++)); do
-    run_cmd "client$i" "$bin" "${common[@]}" -e 127.0.0.1 &
+    run_cmd "client$i" "$bin" "${common[@]}" 127.0.0.1 &
     pids+=($!)
 done
 # The victim is paced (--rate 100: 8 s for the 800 messages CTest asks for), so that the kill
 # below lands mid-run however fast the machine is; unpaced, it can finish before it is killed.
-"$bin" "${common[@]}" -e --rate 100 127.0.0.1 >"$TEST_TMP/victim.out" 2>&1 &
+"$bin" "${common[@]}" --rate 100 127.0.0.1 >"$TEST_TMP/victim.out" 2>&1 &
 victim=$!
 # Garbage: 60 bytes that are not an rc_pingpong message.
 exec 3<>"/dev/tcp/127.0.0.1/$port"

@@ -20,7 +20,7 @@ wait_for_listen "$port" 30 "$server_shell"
 server=$(program_pid "$server_shell")
 pids=()
 for ((i = 0; i < clients; i++)); do
-    run_cmd "client$i" "$bin" "${common[@]}" -e --rate 40 127.0.0.1 &
+    run_cmd "client$i" "$bin" "${common[@]}" --rate 40 127.0.0.1 &
     pids+=($!)
 done
 for ((i = 0; i < clients; i++)); do wait_for_line "client$i" out '^  remote address: ' 60; done

@@ -13,8 +13,6 @@ bin=$1
 prog=${bin##*/}
 port=$((20000 + RANDOM % 20000))
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -r 64 --check)
-modes=("" -e "--spin-us 20")  # client i runs in mode i % 3: busy, event, spin
-mode_names=(busy event spin)
 
 # start_clients PREFIX COUNT ARGS...: COUNT clients in the background, their pids in $clients.
 start_clients() {
@@ -22,8 +20,7 @@ start_clients() {
     shift 2
     clients=()
     for ((i = 0; i < count; i++)); do
-        # shellcheck disable=SC2086  # the mode is zero, one or two words
-        run_cmd "$prefix$i" "$bin" "${common[@]}" ${modes[i % 3]} "$@" 127.0.0.1 &
+        run_cmd "$prefix$i" "$bin" "${common[@]}" "$@" 127.0.0.1 &
         clients+=($!)
     done
 }
@@ -41,7 +38,7 @@ batch_ok() {
         fail "$1: expected $3 clients with $4 verified messages each"
 }
 
-# 1. The server is killed (SIGKILL) mid-flood with three clients (one in each mode) exchanging
+# 1. The server is killed (SIGKILL) mid-flood with three clients exchanging
 # and one silent peer that connected and never sent its handshake. Each client notices within
 # its --timeout 5 and the retries: it waits for a reply that never comes (exit 7, "no completion
 # within --timeout"), or its send in flight fails (exit 1, IBV_WC_RETRY_EXC_ERR). The kill
@@ -63,7 +60,7 @@ wait "$victim"
 expect_exit victim 137
 for ((i = 0; i < 3; i++)); do
     case $(<"$TEST_TMP/flood$i.rc") in
-        7) expect_line "flood$i" err "$prog: no completion within --timeout (${mode_names[i]} mode)" ;;
+        7) expect_line "flood$i" err "$prog: no completion within --timeout (event mode)" ;;
         1)
             expect_match "flood$i" err "^$prog: work completion failed: IBV_WC_RETRY_EXC_ERR \\(transport retry counter exceeded\\) for wr_id [0-9]+, vendor_err 0x[0-9a-f]+\$"
             expect_line "flood$i" err "hint: the peer stopped answering: it died or was killed, the network link to it is down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong"

@@ -18,7 +18,7 @@ for sig in INT TERM; do
     wait_for_listen "$port"
     pids=()
     for ((i = 0; i < 4; i++)); do
-        run_cmd "client_${sig}_$i" "$bin" "${common[@]}" -e 127.0.0.1 &
+        run_cmd "client_${sig}_$i" "$bin" "${common[@]}" 127.0.0.1 &
         pids+=($!)
     done
     # Wait until every client is past its handshake (it prints both addresses), then

@@ -102,6 +102,15 @@ struct Fixture {
         fake.use("route " + std::to_string(wc.wr_id));
         return std::exchange(waiting[wc.wr_id], {});
     }
+    // One channel's part of a reactor round: drain and route, THEN resume.
+    template <std::size_t N>
+    tutorial::ChannelPass service_then_resume(std::array<ibv_wc, N>& batch) {
+        const tutorial::ChannelPass pass = tutorial::service_and_route(
+            fake, tracker, std::span<ibv_wc>(batch), [&](const ibv_wc& wc) { return route(wc); },
+            ready);
+        ready.resume_all();
+        return pass;
+    }
 };
 
 // With a batch of one completion, the drain polls again after each: the test sees any poll that
@@ -109,9 +118,7 @@ struct Fixture {
 TEST(DrainOrder, NothingTouchesTheCqAfterAResumedCoroutineDestroyedIt) {
     Fixture f;
     std::array<ibv_wc, 1> batch{};
-    const tutorial::ChannelPass pass = tutorial::service_then_resume(
-        f.fake, f.tracker, std::span<ibv_wc>(batch), [&](const ibv_wc& wc) { return f.route(wc); },
-        f.ready);
+    const tutorial::ChannelPass pass = f.service_then_resume(batch);
     EXPECT_TRUE(f.fake.after_destroy.empty())
         << "the CQ was used after the coroutine that destroyed it was resumed: "
         << ::testing::PrintToString(f.fake.after_destroy)
@@ -124,9 +131,7 @@ TEST(DrainOrder, NothingTouchesTheCqAfterAResumedCoroutineDestroyedIt) {
 TEST(DrainOrder, EveryCompletionIsRoutedBeforeAnyCoroutineResumes) {
     Fixture f;
     std::array<ibv_wc, 2> batch{};
-    (void)tutorial::service_then_resume(
-        f.fake, f.tracker, std::span<ibv_wc>(batch), [&](const ibv_wc& wc) { return f.route(wc); },
-        f.ready);
+    (void)f.service_then_resume(batch);
     const std::vector<std::string> expected{"get_event", "get_event", "arm",     "poll",
                                             "route 0",   "route 1",   "poll",    "route 1",
                                             "ack",       "resume 0",  "resume 1"};
@@ -159,7 +164,6 @@ class FakeConnection final : public tutorial::ChannelClient {
                    [&](const ibv_wc& wc) { return f_.route(wc); }, ready)
             .completions;
     }
-    std::uint64_t poll_once(ReadyQueue&) override { return 0; }
     std::uint64_t safety_net(ReadyQueue&) override { return 0; }
 
   private:
@@ -169,13 +173,10 @@ class FakeConnection final : public tutorial::ChannelClient {
 
 TEST(DrainOrder, TheReactorResumesAfterTheRoutingPhase) {
     Fixture f;
-    tutorial::ReactorSettings settings;
-    settings.handle_signals = false;
-    tutorial::Reactor reactor(settings);
+    tutorial::Reactor reactor(std::chrono::milliseconds(100));
     FakeConnection connection(f);
-    reactor.add_channel(connection);
+    const tutorial::ChannelWatch watch(reactor, connection);
     reactor.run_until([&] { return f.first.done() && f.second.done(); });
-    reactor.remove_channel(connection);
     EXPECT_TRUE(f.fake.after_destroy.empty())
         << "the CQ was used after the coroutine that destroyed it was resumed: "
         << ::testing::PrintToString(f.fake.after_destroy)

@@ -1,15 +1,13 @@
-// Step 07 unit tests: the reactor over pipes, timers, a signal, loopback TCP, fake channels.
-#include <arpa/inet.h>
+// Step 07 unit tests: the reactor over pipes, timers, signals and fake channels.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,19 +20,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using tutorial::CancelledError;
+using tutorial::ChannelWatch;
 using tutorial::Clock;
+using tutorial::FdWatch;
 using tutorial::Reactor;
-using tutorial::ReactorSettings;
 using tutorial::ReadyQueue;
 using tutorial::Task;
 
-ReactorSettings quiet_settings(tutorial::WaitMode mode = tutorial::WaitMode::event) {
-    ReactorSettings s;
-    s.mode = mode;
-    s.safety_ms = 20;
-    s.handle_signals = false;
-    return s;
-}
+constexpr auto kSafety = 20ms;
 
 struct Pipe {
     std::array<int, 2> fd{-1, -1};
@@ -51,6 +44,20 @@ struct Pipe {
     Pipe& operator=(const Pipe&) = delete;
     void put() const { (void)!::write(fd[1], "x", 1); }
 };
+
+// A pipe and the right to await its read end, in the order a program declares them: the owner
+// of the fd first, its FdWatch after it.
+struct WatchedPipe {
+    explicit WatchedPipe(Reactor& reactor) : watch(reactor, pipe.fd[0]) {}
+    Pipe pipe;
+    FdWatch watch;
+};
+
+// One round of the reactor: wait, route, resume.
+void one_round(Reactor& reactor) {
+    int rounds = 0;
+    reactor.run_until([&] { return rounds++ == 1; });
+}
 
 // Runs rounds until the task is done, at most `limit` rounds.
 void run(Reactor& reactor, Task<void>& task, int limit = 1000) {
@@ -78,7 +85,7 @@ TEST(ReadyQueue, IsFifoWithAFixedCapacity) {
     q.push(h0);
     q.push(h1);
     q.forget(h0);
-    EXPECT_EQ(q.size(), 2U);
+    EXPECT_FALSE(q.empty());
     EXPECT_FALSE(q.pop());  // forgotten: a null handle that resume_all() skips
     EXPECT_EQ(q.pop(), h1);
 }
@@ -89,64 +96,113 @@ TEST(WrId, EachKindIsToldApartInOnePlace) {
     using tutorial::classify_wr_id;
     using tutorial::kSendTag;
     using tutorial::WrKind;
-    int op_state = 0;  // a one-sided operation's state, as in an awaiting coroutine's frame
-    const auto op = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&op_state));
-    EXPECT_EQ(classify_wr_id(0, 16, op), WrKind::receive);
-    EXPECT_EQ(classify_wr_id(15, 16, op), WrKind::receive);
-    EXPECT_EQ(classify_wr_id(16, 16, op), WrKind::unknown);
-    EXPECT_EQ(classify_wr_id(kSendTag | 0, 16, op), WrKind::send);
-    EXPECT_EQ(classify_wr_id(kSendTag | 123456789, 16, op), WrKind::send);
-    EXPECT_EQ(classify_wr_id(op, 16, op), WrKind::one_sided);
-    EXPECT_EQ(classify_wr_id(op, 16, 0), WrKind::unknown) << "none in flight";
+    EXPECT_EQ(classify_wr_id(0, 16), WrKind::receive);
+    EXPECT_EQ(classify_wr_id(15, 16), WrKind::receive);
+    EXPECT_EQ(classify_wr_id(16, 16), WrKind::unknown);
+    EXPECT_EQ(classify_wr_id(kSendTag | 0, 16), WrKind::send);
+    EXPECT_EQ(classify_wr_id(kSendTag | 123456789, 16), WrKind::send);
     // cancel()'s marker has the send tag set, but is no numbered send: counted as one, it
     // would make completed_sends_ 2^63.
-    EXPECT_EQ(classify_wr_id(tutorial::kDrainSendWrId, 16, op), WrKind::drain_marker);
-    EXPECT_EQ(op & kSendTag, 0U) << "a user-space pointer has its top bit clear";
+    EXPECT_EQ(classify_wr_id(tutorial::kDrainSendWrId, 16), WrKind::drain_marker);
 }
 
 // ---------------------------------------------------------------- fd waiters
 
-Task<void> wait_readable(Reactor& reactor, int fd, Clock::time_point deadline, int& result) {
-    result = co_await reactor.readable(fd, deadline) ? 1 : 0;
+Task<void> wait_readable(Reactor& reactor, FdWatch& fd, Clock::time_point deadline, int& result) {
+    try {
+        result = co_await reactor.readable(fd, deadline) ? 1 : 0;
+    } catch (const CancelledError&) {
+        result = 2;
+    }
 }
 
 TEST(Reactor, ReadableResumesWhenThePipeHasData) {
-    Reactor reactor(quiet_settings());
-    Pipe pipe;
+    Reactor reactor(kSafety);
+    WatchedPipe p(reactor);
     int result = -1;
-    Task<void> task = wait_readable(reactor, pipe.fd[0], Clock::time_point::max(), result);
+    Task<void> task = wait_readable(reactor, p.watch, Clock::time_point::max(), result);
     reactor.spawn(task);
-    reactor.run_round();  // starts the task: it suspends on the empty pipe
+    one_round(reactor);  // starts the task: it suspends on the empty pipe
     EXPECT_FALSE(task.done());
-    pipe.put();
-    reactor.run_round();
+    p.pipe.put();
+    one_round(reactor);
     EXPECT_TRUE(task.done());
     EXPECT_EQ(result, 1);
 }
 
 TEST(Reactor, ReadableReturnsFalseAtItsDeadline) {
-    Reactor reactor(quiet_settings());
-    Pipe pipe;
+    Reactor reactor(kSafety);
+    WatchedPipe p(reactor);
     int result = -1;
     const auto start = Clock::now();
-    Task<void> task = wait_readable(reactor, pipe.fd[0], start + 30ms, result);
+    Task<void> task = wait_readable(reactor, p.watch, start + 30ms, result);
     run(reactor, task);
     EXPECT_EQ(result, 0);
     EXPECT_GE(Clock::now() - start, 30ms);
     EXPECT_LT(Clock::now() - start, 2s);
 }
 
-Task<void> wait_writable(Reactor& reactor, int fd, bool& result) {
+Task<void> wait_writable(Reactor& reactor, FdWatch& fd, bool& result) {
     result = co_await reactor.writable(fd, Clock::now() + 1s);
 }
 
 TEST(Reactor, WritableResumesAtOnceOnAnEmptyPipe) {
-    Reactor reactor(quiet_settings());
+    Reactor reactor(kSafety);
     Pipe pipe;
+    FdWatch write_end(reactor, pipe.fd[1]);
     bool result = false;
-    Task<void> task = wait_writable(reactor, pipe.fd[1], result);
+    Task<void> task = wait_writable(reactor, write_end, result);
     run(reactor, task, 3);
     EXPECT_TRUE(result);
+}
+
+Task<void> second_waiter(Reactor& reactor, FdWatch& fd, std::string& what) {
+    try {
+        (void)co_await reactor.readable(fd);
+        what = "resumed";
+    } catch (const std::logic_error& e) {
+        what = e.what();
+    }
+}
+
+TEST(Reactor, ASecondWaiterOnOneFdIsAnError) {
+    Reactor reactor(kSafety);
+    WatchedPipe p(reactor);
+    int first = -1;
+    std::string second;
+    Task<void> a = wait_readable(reactor, p.watch, Clock::time_point::max(), first);
+    Task<void> b = second_waiter(reactor, p.watch, second);
+    reactor.spawn(a);
+    run(reactor, b, 3);
+    EXPECT_EQ(second, "Reactor: a second coroutine awaits fd " + std::to_string(p.pipe.fd[0]) +
+                          " while one already does");
+    p.pipe.put();
+    reactor.run_until([&] { return a.done(); });
+    EXPECT_EQ(first, 1) << "the first waiter still resumes";
+}
+
+// B10: the fd's owner closes it while a coroutine waits, then the number is given to a new fd.
+// The FdWatch, destroyed first, took the old fd out of the epoll set while it was open and ended
+// the wait; the waiting frame, destroyed later, must not remove the new fd's entry by number.
+TEST(Reactor, AnFdNumberReusedAfterACloseStaysWatched) {
+    Reactor reactor(kSafety);
+    auto first = std::make_unique<WatchedPipe>(reactor);
+    const int number = first->pipe.fd[0];
+    int first_result = -1, second_result = -1;
+    Task<void> a = wait_readable(reactor, first->watch, Clock::now() + 2s, first_result);
+    reactor.spawn(a);
+    one_round(reactor);
+    first.reset();  // the FdWatch, then the pipe: a's wait ends, cancelled
+    WatchedPipe second(reactor);
+    ASSERT_EQ(second.pipe.fd[0], number) << "the new pipe did not reuse the number";
+    Task<void> b = wait_readable(reactor, second.watch, Clock::now() + 2s, second_result);
+    reactor.spawn(b);
+    one_round(reactor);
+    a.reset();  // a's frame goes only now
+    second.pipe.put();
+    reactor.run_until([&] { return b.done(); });
+    EXPECT_EQ(first_result, 2) << "the first wait ends when its FdWatch goes";
+    EXPECT_EQ(second_result, 1) << "the new fd with the old number was never reported readable";
 }
 
 // ---------------------------------------------------------------- timers
@@ -157,7 +213,7 @@ Task<void> sleeper(Reactor& reactor, std::chrono::milliseconds d, int id, std::v
 }
 
 TEST(Reactor, SleepersWakeInDeadlineOrder) {
-    Reactor reactor(quiet_settings());
+    Reactor reactor(kSafety);
     std::vector<int> order;
     std::vector<Task<void>> tasks;
     tasks.push_back(sleeper(reactor, 60ms, 3, order));
@@ -173,21 +229,12 @@ TEST(Reactor, SleepersWakeInDeadlineOrder) {
     EXPECT_GE(Clock::now() - start, 60ms);
 }
 
-TEST(Reactor, BusyModeWakesSleepersWithoutSleeping) {
-    Reactor reactor(quiet_settings(tutorial::WaitMode::busy));
-    std::vector<int> order;
-    Task<void> task = sleeper(reactor, 10ms, 1, order);
-    const auto start = Clock::now();
-    run(reactor, task, 1'000'000);
-    EXPECT_GE(Clock::now() - start, 10ms);
-}
-
 // ---------------------------------------------------------------- cancellation
 
-Task<void> cancellable(Reactor& reactor, int fd, std::string& what) {
+Task<void> cancellable(Reactor& reactor, FdWatch* fd, std::string& what) {
     try {
-        if (fd >= 0) {
-            (void)co_await reactor.readable(fd);
+        if (fd != nullptr) {
+            (void)co_await reactor.readable(*fd);
         } else {
             co_await reactor.sleep_for(1h);
         }
@@ -197,174 +244,123 @@ Task<void> cancellable(Reactor& reactor, int fd, std::string& what) {
     }
 }
 
-TEST(Reactor, CancelResumesTheWaitersOfOneFd) {
-    Reactor reactor(quiet_settings());
-    Pipe a, b;
+TEST(Reactor, CancelResumesTheWaiterOfOneFd) {
+    Reactor reactor(kSafety);
+    WatchedPipe a(reactor), b(reactor);
     std::string what_a, what_b;
-    Task<void> ta = cancellable(reactor, a.fd[0], what_a);
-    Task<void> tb = cancellable(reactor, b.fd[0], what_b);
+    Task<void> ta = cancellable(reactor, &a.watch, what_a);
+    Task<void> tb = cancellable(reactor, &b.watch, what_b);
     reactor.spawn(ta);
     reactor.spawn(tb);
-    reactor.run_round();
-    reactor.cancel(a.fd[0], "stop accepting");
-    reactor.run_round();
+    one_round(reactor);
+    reactor.cancel(a.watch, "stop accepting");
+    one_round(reactor);
     EXPECT_TRUE(ta.done());
     EXPECT_EQ(what_a, "stop accepting");
     EXPECT_FALSE(tb.done());
-    b.put();
-    reactor.run_round();
+    b.pipe.put();
+    one_round(reactor);
     EXPECT_EQ(what_b, "not cancelled");
 }
 
 TEST(Reactor, CancelWaitersResumesEveryFdAndTimerWaiter) {
-    Reactor reactor(quiet_settings());
-    Pipe pipe;
+    Reactor reactor(kSafety);
+    WatchedPipe p(reactor);
     std::string what_fd, what_timer;
-    Task<void> t1 = cancellable(reactor, pipe.fd[0], what_fd);
-    Task<void> t2 = cancellable(reactor, -1, what_timer);
+    Task<void> t1 = cancellable(reactor, &p.watch, what_fd);
+    Task<void> t2 = cancellable(reactor, nullptr, what_timer);
     reactor.spawn(t1);
     reactor.spawn(t2);
-    reactor.run_round();
-    reactor.cancel_waiters();
-    reactor.run_round();
+    one_round(reactor);
+    reactor.cancel_waiters("cancelled by shutdown");
+    one_round(reactor);
     EXPECT_TRUE(t1.done() && t2.done());
     EXPECT_EQ(what_fd, "cancelled by shutdown");
     EXPECT_EQ(what_timer, "cancelled by shutdown");
 }
 
 TEST(Reactor, AFrameDestroyedWhileWaitingLeavesNothingBehind) {
-    Reactor reactor(quiet_settings());
-    Pipe pipe;
+    Reactor reactor(kSafety);
+    WatchedPipe p(reactor);
     std::string what;
     {
-        Task<void> task = cancellable(reactor, pipe.fd[0], what);
+        Task<void> task = cancellable(reactor, &p.watch, what);
         reactor.spawn(task);
-        reactor.run_round();
+        one_round(reactor);
         EXPECT_FALSE(task.done());
     }  // destroyed while it waits: its epoll entry and list entry must go with it
-    pipe.put();
-    reactor.run_round();  // ASan: no use of the freed frame
-    reactor.cancel_waiters();
-    reactor.run_round();
+    p.pipe.put();
+    one_round(reactor);  // ASan: no use of the freed frame
+    reactor.cancel_waiters("cancelled by shutdown");
+    one_round(reactor);
     EXPECT_EQ(what, "");
 }
 
 // ---------------------------------------------------------------- signals
 
-Task<void> wait_for_stop(Reactor& reactor, int& signal) {
-    signal = co_await reactor.stop_requested();
+extern "C" void note_signal(int signal_number) {
+    tutorial::g_stop_signal = signal_number;
 }
 
-TEST(Reactor, StopRequestedReturnsTheSignal) {
-    ReactorSettings settings = quiet_settings();
-    settings.handle_signals = true;  // blocks SIGINT and SIGTERM in this process
-    Reactor reactor(settings);
-    int signal = 0;
-    Task<void> task = wait_for_stop(reactor, signal);
-    reactor.spawn(task);
-    reactor.run_round();
-    EXPECT_FALSE(task.done());
-    EXPECT_NO_THROW(reactor.throw_if_stopped());
-    ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
-    reactor.run_until([&] { return task.done(); });
-    EXPECT_EQ(signal, SIGINT);
-    EXPECT_EQ(reactor.stop_signal(), SIGINT);
-    try {
-        reactor.throw_if_stopped();
-        FAIL() << "throw_if_stopped did not throw";
-    } catch (const tutorial::TutorialError& e) {
-        EXPECT_EQ(std::string(e.what()), "interrupted by SIGINT");
-        EXPECT_EQ(e.exit_code(), tutorial::kExitInterrupted);
+bool same_mask(const sigset_t& a, const sigset_t& b) {
+    for (int s = 1; s < NSIG; ++s) {
+        if (sigismember(&a, s) != sigismember(&b, s)) {
+            return false;
+        }
     }
+    return true;
 }
 
-TEST(Reactor, AFrameDestroyedWhileAwaitingTheStopLeavesNoHandle) {
-    ReactorSettings settings = quiet_settings();
-    settings.handle_signals = true;
-    Reactor reactor(settings);
-    int signal = 0;
+// B5: the program owns SIGINT's disposition and its signal mask. A Reactor that ran, and is gone,
+// leaves both as they were; it only lets SIGINT and SIGTERM in while it waits.
+TEST(Reactor, LeavesTheSignalMaskAndSigintDispositionAsTheyWere) {
+    struct sigaction handler {};
+    handler.sa_handler = note_signal;
+    sigemptyset(&handler.sa_mask);
+    struct sigaction saved {};
+    ASSERT_EQ(::sigaction(SIGINT, &handler, &saved), 0);
+    sigset_t before;
+    ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, nullptr, &before), 0);
     {
-        Task<void> task = wait_for_stop(reactor, signal);
-        reactor.spawn(task);
-        reactor.run_round();
-        EXPECT_FALSE(task.done());
+        Reactor reactor(kSafety);
+        std::vector<int> order;
+        Task<void> nap = sleeper(reactor, 1ms, 1, order);
+        run(reactor, nap);
     }
-    ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
-    reactor.run_until([&] { return reactor.stop_signal() != 0; });  // ASan: no resume of it
-    EXPECT_EQ(reactor.stop_signal(), SIGTERM);
-    EXPECT_EQ(signal, 0);
+    sigset_t after;
+    ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, nullptr, &after), 0);
+    struct sigaction now {};
+    ASSERT_EQ(::sigaction(SIGINT, &saved, &now), 0);
+    EXPECT_TRUE(same_mask(before, after))
+        << "SIGINT blocked after the Reactor is gone: " << sigismember(&after, SIGINT);
+    EXPECT_EQ(now.sa_handler, &note_signal) << "the Reactor changed SIGINT's disposition";
 }
 
-// ---------------------------------------------------------------- TCP
-
-tutorial::Socket listener_on_loopback(int& port) {
-    tutorial::Socket listener = tutorial::listen_on("127.0.0.1", 0);
-    ::fcntl(listener.get(), F_SETFL, ::fcntl(listener.get(), F_GETFL) | O_NONBLOCK);
-    sockaddr_in address{};
-    socklen_t length = sizeof address;
-    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
-    port = ntohs(address.sin_port);
-    return listener;
-}
-
-Task<void> server_side(Reactor& reactor, const tutorial::Socket& listener, std::string& got) {
-    tutorial::TcpPeer client = co_await reactor.accept(listener);
-    std::array<char, 5> bytes{};
-    const std::size_t n =
-        co_await reactor.receive_all(client.socket, bytes, std::chrono::seconds(2), "a greeting");
-    got.assign(bytes.data(), n);
-    co_await reactor.send_all(client.socket, std::span<const char>("done", 4), 2s, "a reply");
-    client.socket.reset();  // the frame lives on until the Task goes: close now
-}
-
-Task<void> client_side(Reactor& reactor, int port, std::string& reply) {
-    tutorial::TcpPeer server = co_await reactor.connect("127.0.0.1", port, std::chrono::seconds(2));
-    co_await reactor.send_all(server.socket, std::span<const char>("hello", 5), 2s, "a greeting");
-    std::array<char, 8> bytes{};
-    const std::size_t n = co_await reactor.receive_all(server.socket, bytes, 2s, "a reply");
-    reply.assign(bytes.data(), n);  // the server closed after 4 bytes
-}
-
-TEST(Reactor, AcceptConnectSendAndReceive) {
-    Reactor reactor(quiet_settings());
-    int port = 0;
-    const tutorial::Socket listener = listener_on_loopback(port);
-    std::string got, reply;
-    Task<void> server = server_side(reactor, listener, got);
-    Task<void> client = client_side(reactor, port, reply);
-    reactor.spawn(server);
-    reactor.spawn(client);
-    int rounds = 0;
-    reactor.run_until([&] { return (server.done() && client.done()) || ++rounds > 1000; });
-    ASSERT_TRUE(server.done() && client.done());
-    EXPECT_NO_THROW(server.result());
-    EXPECT_NO_THROW(client.result());
-    EXPECT_EQ(got, "hello");
-    EXPECT_EQ(reply, "done");
-}
-
-Task<void> connect_only(Reactor& reactor, int port) {
-    (void)co_await reactor.connect("127.0.0.1", port, std::chrono::seconds(1));
-}
-
-TEST(Reactor, ARefusedConnectIsRetriedThenNamedAsTcpHppNamesIt) {
-    Reactor reactor(quiet_settings());
-    int port = 0;
-    { const tutorial::Socket closed = listener_on_loopback(port); }  // nobody listens there now
-    Task<void> task = connect_only(reactor, port);
+// A SIGINT that comes while a coroutine runs (signals are blocked then) is taken in the next
+// wait, at once: the loop does not sleep out its safety period, nor a timer of an hour.
+TEST(Reactor, ASigintDuringTheResumePhaseEndsTheNextWaitAtOnce) {
+    struct sigaction handler {};
+    handler.sa_handler = note_signal;
+    sigemptyset(&handler.sa_mask);
+    struct sigaction saved {};
+    ASSERT_EQ(::sigaction(SIGINT, &handler, &saved), 0);
+    tutorial::g_stop_signal = 0;
+    Reactor reactor(std::chrono::milliseconds(10'000));
+    std::vector<int> order;
+    Task<void> nap = sleeper(reactor, 1h, 1, order);
+    reactor.spawn(nap);
     const auto start = Clock::now();
-    run(reactor, task, 10000);
-    EXPECT_GE(Clock::now() - start, 900ms);
-    try {
-        task.result();
-        FAIL() << "connect did not throw";
-    } catch (const tutorial::TutorialError& e) {
-        EXPECT_EQ(std::string(e.what()), "cannot connect to 127.0.0.1 port " +
-                                             std::to_string(port) +
-                                             ": Connection refused (tried for 1 s)");
-        EXPECT_EQ(e.exit_code(), tutorial::kExitPeer);
-        EXPECT_EQ(e.hint(), "no server listens there: start the server first, or check -p");
-    }
+    bool raised = false;
+    reactor.run_until([&] {
+        if (!raised) {
+            raised = ::raise(SIGINT) == 0;  // blocked here: pending until epoll_pwait
+        }
+        return tutorial::g_stop_signal != 0;
+    });
+    EXPECT_LT(Clock::now() - start, 2s);
+    EXPECT_EQ(tutorial::g_stop_signal, SIGINT);
+    tutorial::g_stop_signal = 0;
+    ASSERT_EQ(::sigaction(SIGINT, &saved, nullptr), 0);
 }
 
 // ---------------------------------------------------------------- connections
@@ -376,18 +372,12 @@ class FakeConnection final : public tutorial::ChannelClient {
     FakeConnection(const FakeConnection&) = delete;
     FakeConnection& operator=(const FakeConnection&) = delete;
     ~FakeConnection() = default;
-    [[nodiscard]] int channel_fd() const noexcept override {
-        return with_channel ? pipe.fd[0] : -1;
-    }
+    [[nodiscard]] int channel_fd() const noexcept override { return pipe.fd[0]; }
     std::uint64_t on_channel_readable(ReadyQueue& ready) override {
         char byte = 0;
         const bool event = ::read(pipe.fd[0], &byte, 1) == 1;
         ++services;
         return event ? complete(ready) : 0;
-    }
-    std::uint64_t poll_once(ReadyQueue& ready) override {
-        ++polls;
-        return polls >= complete_at_poll && waiter ? complete(ready) : 0;
     }
     std::uint64_t safety_net(ReadyQueue& ready) override {
         ++safety_nets;
@@ -401,12 +391,9 @@ class FakeConnection final : public tutorial::ChannelClient {
     }
 
     Pipe pipe;
-    bool with_channel = true;
     std::coroutine_handle<> waiter;
-    std::uint64_t complete_at_poll = ~std::uint64_t{0};
     bool complete_in_safety_net = false;
     int services = 0, safety_nets = 0;
-    std::uint64_t polls = 0;
 };
 
 struct AwaitCompletion {
@@ -421,64 +408,32 @@ Task<void> await_completion(FakeConnection& c) {
 }
 
 TEST(Reactor, AReadableChannelIsServicedAndItsWaiterResumed) {
-    Reactor reactor(quiet_settings());
+    Reactor reactor(kSafety);
     FakeConnection c;
-    reactor.add_channel(c);
+    auto watch = std::make_unique<ChannelWatch>(reactor, c);
     Task<void> task = await_completion(c);
     reactor.spawn(task);
-    reactor.run_round();
+    one_round(reactor);
     c.pipe.put();
-    reactor.run_round();
+    one_round(reactor);
     EXPECT_TRUE(task.done());
     EXPECT_EQ(c.services, 1);
-    EXPECT_EQ(c.polls, 0U) << "event mode does not poll";
-    reactor.remove_channel(c);
+    watch.reset();
     c.pipe.put();
-    reactor.run_round();
+    one_round(reactor);
     EXPECT_EQ(c.services, 1) << "a removed channel is not serviced";
 }
 
 TEST(Reactor, TheSafetyNetPollsAQuietChannel) {
-    Reactor reactor(quiet_settings());  // safety_ms 20
+    Reactor reactor(kSafety);
     FakeConnection c;
     c.complete_in_safety_net = true;
-    reactor.add_channel(c);
+    const ChannelWatch watch(reactor, c);
     Task<void> task = await_completion(c);
     const auto start = Clock::now();
     run(reactor, task);
     EXPECT_GE(c.safety_nets, 1);
     EXPECT_GE(Clock::now() - start, 15ms);
-    reactor.remove_channel(c);
-}
-
-TEST(Reactor, BusyModePollsWithoutAChannel) {
-    Reactor reactor(quiet_settings(tutorial::WaitMode::busy));
-    FakeConnection c;
-    c.with_channel = false;
-    c.complete_at_poll = 5000;
-    reactor.add_channel(c);
-    Task<void> task = await_completion(c);
-    run(reactor, task, 100);
-    EXPECT_GE(c.polls, 5000U);
-    EXPECT_EQ(c.safety_nets, 0);
-    reactor.remove_channel(c);
-}
-
-TEST(Reactor, SpinModePollsThenSleeps) {
-    ReactorSettings settings = quiet_settings(tutorial::WaitMode::spin);
-    settings.spin_us = 200;
-    Reactor reactor(settings);
-    FakeConnection c;
-    c.complete_at_poll = 50;
-    reactor.add_channel(c);
-    Task<void> task = await_completion(c);
-    run(reactor, task, 100);
-    EXPECT_GE(c.polls, 50U);
-    // Nothing to do now: one round spins 200 us, then sleeps until the safety timeout.
-    const auto start = Clock::now();
-    reactor.run_round();
-    EXPECT_GE(Clock::now() - start, 200us);
-    reactor.remove_channel(c);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ run_cmd bad "$bin" --bogus
 expect_exit bad 2
 expect_line bad err "$prog: unknown option '--bogus'"
 expect_match bad err "^usage: $prog"
-run_cmd bad_short "$bin" -ex 127.0.0.1
+run_cmd bad_short "$bin" -vx 127.0.0.1
 expect_exit bad_short 2
 expect_line bad_short err "$prog: unknown option '-x'"
 run_cmd novalue0 "$bin" --check=yes
@@ -23,9 +23,16 @@ expect_line novalue0 err "$prog: option '--check' takes no value"
 run_cmd badn "$bin" -n 12x 127.0.0.1
 expect_exit badn 2
 expect_line badn err "$prog: invalid value '12x' for --iters (expected 1..1000000000)"
-run_cmd clientopt "$bin" -e
+run_cmd clientopt "$bin" --rate 10
 expect_exit clientopt 2
-expect_line clientopt err "$prog: -e, --rate and --latency-file are client options (give a HOST)"
+expect_line clientopt err "$prog: --rate and --latency-file are client options (give a HOST)"
+# Event mode only: step06's -e and --spin-us are not step07's options.
+run_cmd events "$bin" -e 127.0.0.1
+expect_exit events 2
+expect_line events err "$prog: unknown option '-e'"
+run_cmd spin "$bin" --spin-us 20 127.0.0.1
+expect_exit spin 2
+expect_line spin err "$prog: unknown option '--spin-us'"
 # An unwritable --latency-file is a usage error, found before any RDMA resource
 # exists (so this needs no device).
 run_cmd latfile "$bin" --latency-file /nonexistent-step07-dir/x.lat 127.0.0.1

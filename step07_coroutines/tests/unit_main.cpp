@@ -1,7 +1,4 @@
-// Unit tests of step06's and step07's pure logic (options, the handshake formats, payload, stats),
-// which differ only in the program's name: tests/CMakeLists.txt builds this file once per step,
-// against that step's headers and library, with TUTORIAL_TEST_PROGRAM ("step06_epoll") and
-// TUTORIAL_TEST_STEP ("step06") naming the step (step06_unit_main, step07_unit_main).
+// Step 07 unit tests, step06's ported: options, the handshake formats, payload and stats.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,22 +8,18 @@
 #include <string>
 #include <vector>
 
-#include "measurements.hpp"
-#include "options.hpp"
-#include "pingpong.hpp"
-#include "server.hpp"
-#include "wire_format.hpp"
-
-#if !defined(TUTORIAL_TEST_PROGRAM) || !defined(TUTORIAL_TEST_STEP)
-#error "build with TUTORIAL_TEST_PROGRAM=\"stepNN_name\" and TUTORIAL_TEST_STEP=\"stepNN\""
-#endif
+#include "../measurements.hpp"
+#include "../options.hpp"
+#include "../pingpong.hpp"
+#include "../server.hpp"
+#include "../wire_format.hpp"
 
 namespace {
 
 using namespace tutorial;
 
 Options parse(std::vector<std::string> args) {
-    args.insert(args.begin(), TUTORIAL_TEST_PROGRAM);
+    args.insert(args.begin(), "step07_coroutines");
     std::vector<char*> argv;
     for (auto& a : args) {
         argv.push_back(a.data());
@@ -43,22 +36,7 @@ TEST(Options, DefaultsFollowRcPingpong) {
     EXPECT_EQ(o.rx_depth, 500u);
     EXPECT_EQ(o.mtu, 1024);
     EXPECT_EQ(o.tcp_port, 18515);
-    EXPECT_EQ(o.mode, WaitMode::busy);
     EXPECT_EQ(o.safety_ms, 100);
-}
-
-TEST(Options, ClientModes) {
-    EXPECT_EQ(parse({"-e", "host"}).mode, WaitMode::event);
-    EXPECT_EQ(parse({"--spin-us", "50", "host"}).mode, WaitMode::spin);
-    EXPECT_EQ(parse({"--spin-us", "0", "-e", "host"}).mode, WaitMode::event);
-    EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
-}
-
-TEST(Options, TheServerSpinsToo) {
-    const Options o = parse({"--spin-us", "50"});
-    EXPECT_TRUE(o.host.empty());
-    EXPECT_EQ(o.spin_us, 50u);
-    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
 }
 
 TEST(Options, RejectsBadValuesAndMisplacedOptions) {
@@ -67,7 +45,7 @@ TEST(Options, RejectsBadValuesAndMisplacedOptions) {
     EXPECT_THROW(parse({"-m", "1000"}), UsageError);
     EXPECT_THROW(parse({"-p", "65536"}), UsageError);
     EXPECT_THROW(parse({"--cq-depth", "2"}), UsageError);
-    EXPECT_THROW(parse({"-e"}), UsageError) << "-e is a client option";
+    EXPECT_THROW(parse({"--rate", "5"}), UsageError) << "--rate is a client option";
     EXPECT_THROW(parse({"--exit-after", "3", "host"}), UsageError);
     EXPECT_THROW(parse({"--bogus"}), UsageError);
     EXPECT_THROW(parse({"-s"}), UsageError);
@@ -83,9 +61,17 @@ std::string usage_error(std::vector<std::string> args) {
     return "no UsageError";
 }
 
+TEST(Options, EventModeOnly) {
+    EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
+    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
+    // step06's other two ways to wait stay in step06.
+    EXPECT_EQ(usage_error({"-e", "host"}), "unknown option '-e'");
+    EXPECT_EQ(usage_error({"--spin-us", "50", "host"}), "unknown option '--spin-us'");
+}
+
 TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
     EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
-    EXPECT_EQ(usage_error({"-ex", "host"}), "unknown option '-x'") << "the option, not the cluster";
+    EXPECT_EQ(usage_error({"-vx", "host"}), "unknown option '-x'") << "the option, not the cluster";
     EXPECT_EQ(usage_error({"--bogus"}), "unknown option '--bogus'");
     EXPECT_EQ(usage_error({"--check=1"}), "option '--check' takes no value");
     EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
@@ -101,27 +87,19 @@ TEST(Options, CqDepthHoldsEveryRequestAFailureFlushes) {
 
 TEST(LatencyFile, OptionIsAClientOption) {
     EXPECT_EQ(parse({"--latency-file", "/tmp/x.lat", "host"}).latency_file, "/tmp/x.lat");
-    EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");
+    EXPECT_EQ(parse({"--latency-file=a b.lat", "-v", "host"}).latency_file, "a b.lat");
     EXPECT_TRUE(parse({"host"}).latency_file.empty());
     EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
-              "-e, --rate and --latency-file are client options (give a HOST)");
+              "--rate and --latency-file are client options (give a HOST)");
     EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a file name");
     EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
 }
 
-TEST(LatencyFile, LabelNamesTheMode) {
-    EXPECT_EQ(mode_label(parse({"host"})), "busy poll");
-    EXPECT_EQ(mode_label(parse({"-e", "host"})), "event mode");
-    EXPECT_EQ(mode_label(parse({"--spin-us", "50", "host"})), "spin 50 us");
-}
-
 TEST(LatencyFile, WriterTextIsExact) {
     const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
-    EXPECT_EQ(latency_file_text("spin 50 us", 64, samples),
-              "# label: " TUTORIAL_TEST_STEP
-              " spin 50 us\n"
-              "# program: " TUTORIAL_TEST_PROGRAM
-              "\n"
+    EXPECT_EQ(latency_file_text("event mode", 64, samples),
+              "# label: step07 event mode\n"
+              "# program: step07_coroutines\n"
               "# size: 64\n"
               "# iterations: 4\n"
               "# unit: usec one-way (round trip / 2)\n"
@@ -130,24 +108,23 @@ TEST(LatencyFile, WriterTextIsExact) {
               "1234.568\n"
               "0.000\n");
     EXPECT_EQ(latency_file_text("event mode", 4096, {}),
-              "# label: " TUTORIAL_TEST_STEP " event mode\n# program: " TUTORIAL_TEST_PROGRAM
-              "\n# size: 4096\n"
+              "# label: step07 event mode\n# program: step07_coroutines\n# size: 4096\n"
               "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }
 
 TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
     try {
-        (void)open_latency_file("/nonexistent-" TUTORIAL_TEST_STEP "-dir/x.lat");
+        (void)open_latency_file("/nonexistent-step07-dir/x.lat");
         FAIL() << "no UsageError";
     } catch (const UsageError& e) {
-        EXPECT_STREQ(e.what(), "cannot open --latency-file '/nonexistent-" TUTORIAL_TEST_STEP
-                               "-dir/x.lat': No such file or "
-                               "directory");
+        EXPECT_STREQ(e.what(),
+                     "cannot open --latency-file '/nonexistent-step07-dir/x.lat': No such file or "
+                     "directory");
     }
 }
 
 TEST(LatencyFile, WritesWhatTheFormatterGives) {
-    char path[] = "/tmp/" TUTORIAL_TEST_STEP "_latency_XXXXXX";
+    char path[] = "/tmp/step07_latency_XXXXXX";
     const int fd = ::mkstemp(path);
     ASSERT_GE(fd, 0);
     ::close(fd);

@@ -1,0 +1,228 @@
+// Step 06 unit tests: the program's pure logic (options, the handshake formats, payload, stats).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "measurements.hpp"
+#include "options.hpp"
+#include "pingpong.hpp"
+#include "server.hpp"
+#include "wire_format.hpp"
+
+namespace {
+
+using namespace tutorial;
+
+Options parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "step06_epoll");
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    return parse_options(static_cast<int>(args.size()), argv.data());
+}
+
+TEST(Options, DefaultsFollowRcPingpong) {
+    const Options o = parse({});
+    EXPECT_TRUE(o.host.empty());
+    EXPECT_EQ(o.size, 4096u);
+    EXPECT_EQ(o.iters, 1000u);
+    EXPECT_EQ(o.rx_depth, 500u);
+    EXPECT_EQ(o.mtu, 1024);
+    EXPECT_EQ(o.tcp_port, 18515);
+    EXPECT_EQ(o.mode, WaitMode::busy);
+    EXPECT_EQ(o.safety_ms, 100);
+}
+
+TEST(Options, ClientModes) {
+    EXPECT_EQ(parse({"-e", "host"}).mode, WaitMode::event);
+    EXPECT_EQ(parse({"--spin-us", "50", "host"}).mode, WaitMode::spin);
+    EXPECT_EQ(parse({"--spin-us", "0", "-e", "host"}).mode, WaitMode::event);
+    EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
+}
+
+TEST(Options, TheServerSpinsToo) {
+    const Options o = parse({"--spin-us", "50"});
+    EXPECT_TRUE(o.host.empty());
+    EXPECT_EQ(o.spin_us, 50u);
+    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
+}
+
+TEST(Options, RejectsBadValuesAndMisplacedOptions) {
+    EXPECT_THROW(parse({"-n", "12x"}), UsageError);
+    EXPECT_THROW(parse({"-n", "0"}), UsageError);
+    EXPECT_THROW(parse({"-m", "1000"}), UsageError);
+    EXPECT_THROW(parse({"-p", "65536"}), UsageError);
+    EXPECT_THROW(parse({"--cq-depth", "2"}), UsageError);
+    EXPECT_THROW(parse({"-e"}), UsageError) << "-e is a client option";
+    EXPECT_THROW(parse({"--exit-after", "3", "host"}), UsageError);
+    EXPECT_THROW(parse({"--bogus"}), UsageError);
+    EXPECT_THROW(parse({"-s"}), UsageError);
+    EXPECT_THROW(parse({"a", "b"}), UsageError);
+}
+
+std::string usage_error(std::vector<std::string> args) {
+    try {
+        (void)parse(std::move(args));
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "no UsageError";
+}
+
+TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
+    EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
+    EXPECT_EQ(usage_error({"-ex", "host"}), "unknown option '-x'") << "the option, not the cluster";
+    EXPECT_EQ(usage_error({"--bogus"}), "unknown option '--bogus'");
+    EXPECT_EQ(usage_error({"--check=1"}), "option '--check' takes no value");
+    EXPECT_EQ(usage_error({"-s"}), "option '-s' needs a value");
+}
+
+TEST(Options, CqDepthHoldsEveryRequestAFailureFlushes) {
+    EXPECT_EQ(usage_error({"-r", "64", "-t", "16", "--cq-depth", "4"}),
+              "--cq-depth 4 is below --rx-depth + --tx-depth (80): the CQ must hold every request "
+              "a failure flushes");
+    EXPECT_EQ(parse({"-r", "64", "-t", "16", "--cq-depth", "80"}).cq_depth, 80U);
+    EXPECT_EQ(parse({"-r", "64"}).cq_depth, 0U) << "0: rx-depth + tx-depth";
+}
+
+TEST(LatencyFile, OptionIsAClientOption) {
+    EXPECT_EQ(parse({"--latency-file", "/tmp/x.lat", "host"}).latency_file, "/tmp/x.lat");
+    EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");
+    EXPECT_TRUE(parse({"host"}).latency_file.empty());
+    EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
+              "-e, --rate and --latency-file are client options (give a HOST)");
+    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a file name");
+    EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
+}
+
+TEST(LatencyFile, LabelNamesTheMode) {
+    EXPECT_EQ(mode_label(parse({"host"})), "busy poll");
+    EXPECT_EQ(mode_label(parse({"-e", "host"})), "event mode");
+    EXPECT_EQ(mode_label(parse({"--spin-us", "50", "host"})), "spin 50 us");
+}
+
+TEST(LatencyFile, WriterTextIsExact) {
+    const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
+    EXPECT_EQ(latency_file_text("spin 50 us", 64, samples),
+              "# label: step06"
+              " spin 50 us\n"
+              "# program: step06_epoll"
+              "\n"
+              "# size: 64\n"
+              "# iterations: 4\n"
+              "# unit: usec one-way (round trip / 2)\n"
+              "1.000\n"
+              "2.500\n"
+              "1234.568\n"
+              "0.000\n");
+    EXPECT_EQ(latency_file_text("event mode", 4096, {}),
+              "# label: step06 event mode\n# program: step06_epoll"
+              "\n# size: 4096\n"
+              "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
+}
+
+TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
+    try {
+        (void)open_latency_file("/nonexistent-step06-dir/x.lat");
+        FAIL() << "no UsageError";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(),
+                     "cannot open --latency-file '/nonexistent-step06"
+                     "-dir/x.lat': No such file or "
+                     "directory");
+    }
+}
+
+TEST(LatencyFile, WritesWhatTheFormatterGives) {
+    char path[] = "/tmp/step06_latency_XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    const std::string text = latency_file_text("busy poll", 8, std::vector<double>{3.25});
+    write_latency_file(open_latency_file(path), text);
+    std::FILE* in = std::fopen(path, "r");
+    ASSERT_NE(in, nullptr);
+    std::string back(256, '\0');
+    back.resize(std::fread(back.data(), 1, back.size(), in));
+    std::fclose(in);
+    ::unlink(path);
+    EXPECT_EQ(back, text);
+}
+
+TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
+    PeerInfo info;
+    info.qpn = 0x11;
+    info.length = 8192;
+    const HandshakeV3Message v3 = encode_handshake_v3(info);
+    std::array<char, 4> first{};
+    std::memcpy(first.data(), v3.data(), 4);
+    EXPECT_EQ(detect_handshake(first), HandshakeFormat::v3);
+    const WireMessage rc = format_wire_message(info);  // "0000:000011:..."
+    std::memcpy(first.data(), rc.data(), 4);
+    EXPECT_EQ(detect_handshake(first), HandshakeFormat::rc_pingpong);
+    std::memcpy(first.data(), "GET ", 4);  // then rejected by parse_wire_message
+    EXPECT_EQ(detect_handshake(first), HandshakeFormat::rc_pingpong);
+}
+
+TEST(Handshake, ClientSendsSizeAndIterationsInV3) {
+    const Options o = parse({"-s", "64", "-n", "2000", "127.0.0.1"});
+    const EndpointConfig c = endpoint_config(o, false);
+    EXPECT_EQ(c.message_size, 64u);
+    EXPECT_EQ(c.iterations, 2000u);
+    EXPECT_EQ(c.buffer_size, 128u);  // [receive slot | send slot]
+    PeerInfo info;
+    info.qpn = 0x11;
+    info.length = c.buffer_size;
+    info.message_size = c.message_size;
+    info.iterations = c.iterations;
+    const HandshakeV3Message m = encode_handshake_v3(info);
+    EXPECT_EQ(std::to_integer<int>(m[5]), 3);  // the version
+    const PeerInfo back = decode_handshake_v3(m);
+    EXPECT_EQ(back.message_size, 64u);
+    EXPECT_EQ(back.iterations, 2000u);
+    PeerInfo server = back;
+    server.iterations = 1000;
+    EXPECT_EQ(describe_run_mismatch(server, back, true),
+              "the client uses -n 2000, this server -n 1000: both sides must use the same -n");
+    EXPECT_EQ(describe_run_mismatch(back, server, false),
+              "the server uses -n 1000, this client -n 2000: both sides must use the same -n");
+}
+
+TEST(Payload, PatternDependsOnIterationAndSide) {
+    std::vector<std::byte> m(64);
+    fill_payload(m, 7, kClientSide);
+    EXPECT_TRUE(payload_ok(m, 7, kClientSide));
+    EXPECT_FALSE(payload_ok(m, 8, kClientSide));
+    EXPECT_FALSE(payload_ok(m, 7, kServerSide));
+    m[40] ^= std::byte{1};
+    EXPECT_FALSE(payload_ok(m, 7, kClientSide));
+    std::vector<std::byte> one(1);
+    fill_payload(one, 300, kServerSide);
+    EXPECT_TRUE(payload_ok(one, 300, kServerSide));
+}
+
+TEST(Stats, MedianPercentilesAndSpread) {
+    std::vector<double> samples;
+    for (int i = 1; i <= 1000; ++i) {
+        samples.push_back(i);
+    }
+    const LatencyStats s = compute_latency_stats(samples);
+    EXPECT_DOUBLE_EQ(s.min, 1);
+    EXPECT_DOUBLE_EQ(s.max, 1000);
+    EXPECT_DOUBLE_EQ(s.typical, 501) << "samples[n/2] of the sorted samples";
+    EXPECT_DOUBLE_EQ(s.average, 500.5);
+    EXPECT_DOUBLE_EQ(s.p99, 990) << "nearest rank: ceil(0.99 * 1000) = 990th";
+    EXPECT_DOUBLE_EQ(s.p999, 999);
+    EXPECT_NEAR(s.stdev, 288.675, 0.001);
+    EXPECT_DOUBLE_EQ(compute_latency_stats({5}).p999, 5);
+    EXPECT_DOUBLE_EQ(compute_latency_stats({}).typical, 0);
+}
+
+}  // namespace

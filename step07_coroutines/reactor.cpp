@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
+#include <exception>
 #include <system_error>
 
 namespace tutorial {
@@ -226,10 +228,16 @@ void Reactor::cancel_waiters(const char* why) {
 }
 
 FdWatch::~FdWatch() {
-    if (Waiter* w = waiter_) {
-        reactor_.cancel(*this, "its socket was closed");
-        w->fd_ = nullptr;  // its frame, destroyed later, touches neither this nor the fd
+    Waiter* w = waiter_;
+    if (w == nullptr) {
+        return;
     }
+    try {
+        reactor_.cancel(*this, "its socket was closed");
+    } catch (const std::exception& e) {  // a full ReadyQueue: say so, never throw from here
+        std::fprintf(stderr, "FdWatch: %s\n", e.what());
+    }
+    w->fd_ = nullptr;  // its frame, destroyed later, touches neither this nor the fd
 }
 
 void Waiter::suspend(std::coroutine_handle<> handle) {

@@ -8,6 +8,7 @@
 #include "endpoint_properties.hpp"
 
 #include <cctype>
+#include <vector>
 
 namespace {
 

@@ -26,9 +26,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-serve link_server "$prog" -s 64 -n 1000000 --timeout 3
-job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 30 -p "$port" "$a") ||
+# The client on host b starts first: it retries a refused connection for its --timeout (30 s),
+# while the server's --timeout 3 also bounds its wait for a client, which b's one busy vCPU can
+# take longer than 3 s to start.
+job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 30 -p $((port + 1)) "$a") ||
     fail "lab/peer could not start the client on host b"
+serve link_server "$prog" -s 64 -n 1000000 --timeout 3
 wait_for_line link_server out '^  remote address' 30
 sleep 2
 # The link is down at the latest when the request returns (b's agent may take a second or two:

@@ -242,7 +242,8 @@ serve() {
 start_capture() {
     # --immediate-mode: each packet as it comes; without it, tcpdump keeps them in the kernel's
     # buffer for up to a second, and a stop before then loses them all.
-    tcpdump -i eth0 --immediate-mode -U -n -w "$TEST_TMP/$1.pcap" udp port 4791 2>"$TEST_TMP/$1.tcpdump" &
+    # -B: an 8 MiB capture buffer, so that a busy one-vCPU host loses no packet to it.
+    tcpdump -i eth0 --immediate-mode -B 8192 -U -n -w "$TEST_TMP/$1.pcap" udp port 4791 2>"$TEST_TMP/$1.tcpdump" &
     echo $! >"$TEST_TMP/$1.tcpdump-pid"
     local i
     for ((i = 0; i < 100; i++)); do
@@ -260,11 +261,21 @@ stop_capture() {
     pid=$(<"$TEST_TMP/$1.tcpdump-pid")
     kill -INT "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
+    # tcpdump's own count, e.g. "0 packets dropped by kernel": capture_dropped reads it.
+    grep -E 'packets (captured|received by filter|dropped by kernel)' "$TEST_TMP/$1.tcpdump" | sed 's/^/  tcpdump| /'
     echo "--- the wire, $1 (tools/decode-wire):"
     "$TUTORIAL_ROOT/tools/decode-wire" "$TEST_TMP/$1.pcap" | sed 's/^/  wire| /'
     "$TUTORIAL_ROOT/tools/decode-wire" --tsv "$TEST_TMP/$1.pcap" >"$TEST_TMP/$1.wire" ||
         fail "$1: the capture cannot be decoded"
     ! grep -q 'malformed$' "$TEST_TMP/$1.wire" || fail "$1: tshark marks a packet as malformed"
+}
+
+# capture_dropped NAME: how many packets the kernel dropped before tcpdump read them (0 when
+# the capture is whole), as tcpdump reported when stop_capture stopped it.
+capture_dropped() {
+    local n
+    n=$(sed -nE 's/^([0-9]+) packets? dropped by kernel$/\1/p' "$TEST_TMP/$1.tcpdump")
+    echo "${n:-0}"
 }
 
 # wire_opcodes NAME [FROM_ADDR]: the capture's opcode names, space-separated, in order (only

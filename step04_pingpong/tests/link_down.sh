@@ -26,12 +26,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The client on host b starts first: it retries a refused connection for its --timeout (30 s),
-# while the server's --timeout 3 also bounds its wait for a client, which b's one busy vCPU can
-# take longer than 3 s to start.
-job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 30 -p $((port + 1)) "$a") ||
+# The client on host b starts first, and the server only once the client prints its address,
+# just before it connects: the server's --timeout 3 also bounds its wait for a client, which b's
+# one busy vCPU could take longer than 3 s to start. The client retries a refused connection.
+port=$((port + 1))
+job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 30 -p "$port" "$a") ||
     fail "lab/peer could not start the client on host b"
-serve link_server "$prog" -s 64 -n 1000000 --timeout 3
+for ((i = 0; i < 300; i++)); do
+    "$PEER" output "$job" | grep -q '^  local address' && break
+    sleep 0.1
+done
+"$PEER" output "$job" | grep -q '^  local address' ||
+    fail "the client on host b printed no local address within 30 s"
+# Not serve: the client connects at once, so the listening socket may never be seen.
+run_cmd link_server timeout 120 "$prog" -s 64 -n 1000000 --timeout 3 -p "$port" &
+server=$!
 wait_for_line link_server out '^  remote address' 30
 sleep 2
 # The link is down at the latest when the request returns (b's agent may take a second or two:

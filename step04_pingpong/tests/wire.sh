@@ -17,10 +17,12 @@ gid=(-g "${RDMA_GID_INDEX:-1}")  # ibv_rc_pingpong sends no GID without -g; RoCE
 a=$LAB_ADDR b=$LAB_PEER_ADDR
 
 # psns_consecutive NAME FROM OPCODE_REGEX: the PSNs of those packets from FROM go up by one (a
-# packet sent again, with the PSN of the one before, is a retransmission: skipped).
+# packet with a PSN seen before is a retransmission, go-back-N from an unacknowledged PSN:
+# skipped).
 psns_consecutive() {
-    awk -F'\t' -v from="$2" -v re="$3" '$3 == from && $6 ~ re && !(seen && $17 + 0 == last) {
+    awk -F'\t' -v from="$2" -v re="$3" '$3 == from && $6 ~ re && !(($17 + 0) in sent) {
             psn = $17 + 0
+            sent[psn] = 1
             if (seen && psn != (last + 1) % 16777216) { print "PSN " $8 " after " prev; bad = 1 }
             last = psn; prev = $8; seen = 1
         } END { exit bad }' "$TEST_TMP/$1.wire" || fail "$1: PSNs from $2 skip"

@@ -42,7 +42,17 @@ sends=$(awk -F'\t' -v a="$LAB_ADDR" '$3 == a && $6 ~ /^SEND_ONLY/ { print $7, $8
 on_wire=$(awk '{ print $1 }' <<<"$sends" | sort -u | tr '\n' ' ')
 [[ $on_wire == "$clients" ]] || fail "host a sent to QPs $on_wire; the clients' QPNs are $clients"
 counts=$(sort -u <<<"$sends" | awk '{ print $1 }' | uniq -c | awk '{ print $1 }' | sort -u)
-[[ $counts == "$n" ]] || fail "host a did not send $n messages (distinct PSNs) to each client's QP: $counts"
+dropped=$(capture_dropped clients)
+if ((dropped == 0)); then
+    [[ $counts == "$n" ]] || fail "host a did not send $n messages (distinct PSNs) to each client's QP: $counts"
+else
+    # The capture itself is short of packets (tcpdump says so): each QP has at most n PSNs, and
+    # at most `dropped` fewer. The clients' --check above verified every message.
+    echo "the capture lost $dropped packets (tcpdump): distinct PSNs per QP: $counts"
+    for c in $counts; do
+        ((c <= n && c >= n - dropped)) || fail "host a sent $c distinct PSNs to a client's QP: not $n, and the capture lost only $dropped"
+    done
+fi
 echo "host a sent $n messages to each of the QPs $clients ($(($(wc -l <<<"$sends") - 3 * n)) retransmitted)"
 
 # ibv_rc_pingpong -e on host b against step06's server on host a.

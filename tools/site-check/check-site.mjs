@@ -74,7 +74,8 @@ for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
 // The glossary must define at least these terms (each an \anchor glossary_NAME), and every
 // link into it must land on an anchor it has.
 const glossaryTerms = ['wr', 'wc', 'sge', 'lkey', 'psn', 'qpn', 'grh', 'gid', 'av', 'pkey', 'rnr',
-                       'inline', 'signaled', 'cqe', 'channel', 'wr_id'];
+                       'inline', 'signaled', 'cqe', 'channel', 'wr_id', 'sm', 'sqd', 'ackreq',
+                       'fork_init', 'node_guid', 'link_width'];
 const glossaryLinks = [];
 let glossaryIds = null;
 const chapters = pages.filter(([f]) => f.startsWith('step')).map(([f]) => f);

@@ -186,7 +186,7 @@ class PingPong {
     void refill_receives() {
         if (--posted_receives_ <= plan_.rx_depth - refill_batch_) {
             endpoint_.post_recv(kReceiveWrId, 0, plan_.size,
-                                      static_cast<std::size_t>(plan_.rx_depth - posted_receives_));
+                                static_cast<std::size_t>(plan_.rx_depth - posted_receives_));
             posted_receives_ = plan_.rx_depth;
         }
     }

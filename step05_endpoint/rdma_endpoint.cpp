@@ -297,9 +297,9 @@ void Device::choose_local_gid(int wanted) {
         }
         std::memcpy(gid_.data(), gid.raw, gid_.size());
         if (is_zero_gid(gid_)) {
-            throw TutorialError(kExitUsage,
-                                "GID index " + std::to_string(wanted) + " of " + where + " is empty",
-                                "ibv_devinfo -v lists the GID table (or leave -g out: auto)");
+            throw TutorialError(
+                kExitUsage, "GID index " + std::to_string(wanted) + " of " + where + " is empty",
+                "ibv_devinfo -v lists the GID table (or leave -g out: auto)");
         }
         gid_index_ = wanted;
         return;
@@ -437,8 +437,8 @@ PeerInfo RDMAEndpoint::local_info() const {
     info.gid = device_->gid();
     info.mtu = mtu_;
     info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
-    info.rkey = (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) ? mr_->rkey
-                                                                                        : 0;
+    info.rkey =
+        (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) ? mr_->rkey : 0;
     info.length = config_.buffer_size;
     info.read_depth = read_depth_;
     return info;

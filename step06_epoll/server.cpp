@@ -100,9 +100,8 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     s.endpoint = std::make_unique<RDMAEndpoint>(device_, endpoint_config(o_, true));
     RDMAEndpoint& ep = *s.endpoint;
     if (s.format == HandshakeFormat::v3) {
-        if (std::string mismatch =
-                describe_run_mismatch(with_run(ep.local_info(), handshake_settings(o_)), remote,
-                                      true);
+        if (std::string mismatch = describe_run_mismatch(
+                with_run(ep.local_info(), handshake_settings(o_)), remote, true);
             !mismatch.empty()) {
             try {
                 answer(s);

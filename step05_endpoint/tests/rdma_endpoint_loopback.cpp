@@ -291,8 +291,8 @@ TEST(Loopback, GarbageFromThePeerIsAClearProtocolError) {
     REQUIRE_DEVICE();
     RDMAEndpoint server(device(), config());
     const auto port = static_cast<std::uint16_t>(20000 + std::random_device{}() % 20000);
-    auto accepted = std::async(std::launch::async,
-                               [&] { tutorial::accept_peer(server, port, "127.0.0.1", settings()); });
+    auto accepted = std::async(
+        std::launch::async, [&] { tutorial::accept_peer(server, port, "127.0.0.1", settings()); });
     int fd = -1;
     for (int i = 0; i < 100 && fd < 0; ++i) {
         fd = ::socket(AF_INET, SOCK_STREAM, 0);

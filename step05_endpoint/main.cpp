@@ -1,5 +1,6 @@
 // Step 05: step04's ping-pong on RDMAEndpoint, a reusable class, plus one-sided WRITE and READ.
 #include "errors.hpp"
+#include "handshake.hpp"
 #include "latency_file.hpp"
 #include "one_sided.hpp"
 #include "options.hpp"

@@ -58,11 +58,6 @@ inline void print_one_sided_figures(const char* verb, const char* label, const O
            std::chrono::milliseconds(10) * options.iters;
 }
 
-// The client waits this long for each of its own completions.
-[[nodiscard]] inline std::chrono::milliseconds client_wait(const Options& options) {
-    return std::chrono::seconds(options.timeout_seconds);
-}
-
 //! [write]
 // The client writes message i into the server's buffer, iters times, then a zero-length
 // write-with-immediate carrying iters. The server sees one completion: that last one.
@@ -89,12 +84,13 @@ inline void run_write(RDMAEndpoint& endpoint, const Options& options) {
         fill_pattern(endpoint.buffer().first(options.size), static_cast<std::uint64_t>(i));
         const auto posted = Clock::now();
         endpoint.post_write(static_cast<std::uint64_t>(i), 0, 0, options.size);
-        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i), client_wait(options));
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i),
+                                       std::chrono::seconds(options.timeout_seconds));
         samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
     }
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     endpoint.post_write_with_imm(kSendWrId, 0, 0, 0, static_cast<std::uint32_t>(options.iters));
-    (void)endpoint.poll_completion(kSendWrId, client_wait(options));
+    (void)endpoint.poll_completion(kSendWrId, std::chrono::seconds(options.timeout_seconds));
     std::printf(
         "client: %lld RDMA WRITEs of %zu bytes, then a "
         "write-with-immediate (%lld)\n",
@@ -126,14 +122,15 @@ inline void run_read(RDMAEndpoint& endpoint, const Options& options) {
     for (long long i = 0; i < options.iters; ++i) {
         const auto posted = Clock::now();
         endpoint.post_read(static_cast<std::uint64_t>(i), 0, 0, options.size);
-        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i), client_wait(options));
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i),
+                                       std::chrono::seconds(options.timeout_seconds));
         samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
     }
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     verify_pattern(endpoint.buffer().first(options.size), kReadSeed,
                    "the buffer read from the server");
     endpoint.post_send(kSendWrId, 0, 0);
-    (void)endpoint.poll_completion(kSendWrId, client_wait(options));
+    (void)endpoint.poll_completion(kSendWrId, std::chrono::seconds(options.timeout_seconds));
     std::printf("client: %lld RDMA READs of %zu bytes; the last one verified\n", options.iters,
                 options.size);
     print_one_sided_figures("READ", "post to completion, as ib_read_lat reports it", options,

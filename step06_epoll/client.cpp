@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cq_events.hpp"
+#include "handshake.hpp"
 #include "measurements.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cq_events.hpp"
+#include "handshake.hpp"
 #include "options.hpp"
 #include "rdma_endpoint.hpp"
 

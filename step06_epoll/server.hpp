@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "handshake.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"

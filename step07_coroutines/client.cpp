@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "async_endpoint.hpp"
+#include "handshake.hpp"
 #include "measurements.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"

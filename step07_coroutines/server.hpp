@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "async_endpoint.hpp"
+#include "handshake.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"

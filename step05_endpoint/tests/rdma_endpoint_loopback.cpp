@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "handshake.hpp"
 #include "rdma_endpoint.hpp"
 
 namespace {

@@ -7,8 +7,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <string_view>
 #include <utility>
 
 namespace tutorial {

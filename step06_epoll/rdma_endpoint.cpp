@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
-#include <utility>
 #include <vector>
 
 namespace tutorial {
@@ -521,14 +520,14 @@ std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
 // A batch with a failed completion: the good ones are kept for later calls, the first failure
 // is thrown.
 void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
-    const ibv_wc* failed = nullptr;
+    std::optional<ibv_wc> failed;
     for (const ibv_wc& wc : batch) {
         if (wc.status == IBV_WC_SUCCESS)
             stash_.push_back(wc);
-        else if (failed == nullptr)
-            failed = &wc;
+        else if (!failed)
+            failed = wc;
     }
-    throw WorkCompletionError(*failed);
+    throw WorkCompletionError(failed.value());
 }
 
 void RDMAEndpoint::throw_poll_failed() {

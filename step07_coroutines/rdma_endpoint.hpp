@@ -84,6 +84,7 @@ class Device {
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
 
+    /// \brief The raw handles, and what the constructor queried, for the endpoints on it.
     [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
     [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
     /// \brief The device's name, e.g. "rxe0".

@@ -2,9 +2,9 @@
 # B1: a constructor that throws after the completion channel exists unwinds child-first. With
 # fail_create_cq.so (LD_PRELOAD) ibv_create_cq fails right after the endpoint created its channel
 # (step06's client with -e, step07's client): the program must exit 1 naming the verb, with no
-# "destroy failed" line and no sanitizer report. When the channel sat before the context's owner,
-# the context was closed first and ibv_destroy_comp_channel then locked its freed mutex (a
-# heap-use-after-free under ASan).
+# "destroy failed" line and no sanitizer report, and the channel must go before its context. When
+# the channel sat before the context's owner, the context was closed first and
+# ibv_destroy_comp_channel then locked its freed mutex; the injector reports that order.
 # usage: unwind_after_channel.sh FAIL_CREATE_CQ_SO PROGRAM...
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -25,5 +25,6 @@ for prog in "$@"; do
     expect_exit "$name" 1
     expect_line "$name" err "$name: ibv_create_cq: Cannot allocate memory"
     expect_no_match "$name" err "destroy failed|AddressSanitizer|runtime error|LeakSanitizer"
+    expect_no_match "$name" err "ibv_destroy_comp_channel after ibv_close_device"
 done
 echo "unwind_after_channel: $# programs unwound after a failed ibv_create_cq"

@@ -1,7 +1,7 @@
 // Fuzz target: step05's peer input besides handshake v3: ibv_rc_pingpong's message as
 // RDMAEndpoint parses it in --rc-pingpong-compat (step04's parse_wire_message, carried in
 // wire_format.hpp), and the check of the pattern a peer wrote into our buffer (verify_pattern).
-// fuzz-sources: step05_endpoint/rdma_endpoint.cpp
+// fuzz-sources: step05_endpoint/rdma_endpoint.cpp step05_endpoint/handshake.cpp
 #define RDMA_TUTORIAL_UNIT_TEST
 #include "../step05_endpoint/main.cpp"
 

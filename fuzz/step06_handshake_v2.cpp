@@ -1,8 +1,8 @@
-// Fuzz target: handshake v3 as step06_epoll's RDMAEndpoint decodes it (decode_handshake_v3), the
+// Fuzz target: handshake v3 as step06_epoll's handshake.cpp decodes it (decode_handshake_v3), the
 // 64 bytes a peer sends over TCP; round trips both ways and the -s/-n mismatch line (see
 // endpoint_properties.hpp). The file keeps its v2 name: the seed corpus and tools use it.
-// fuzz-sources: step06_epoll/endpoint_events.cpp
-#include "../step06_epoll/rdma_endpoint.cpp"
+// fuzz-sources: step06_epoll/rdma_endpoint.cpp step06_epoll/endpoint_events.cpp
+#include "../step06_epoll/handshake.cpp"
 #include "endpoint_properties.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,5 +1,6 @@
 // Step 05: step04's ping-pong on RDMAEndpoint, a reusable class, plus one-sided WRITE and READ.
 #include "errors.hpp"
+#include "handshake.hpp"
 #include "latency_file.hpp"
 #include "one_sided.hpp"
 #include "options.hpp"
@@ -21,7 +22,9 @@
 
 namespace tutorial {
 
+DeviceConfig device_config(const Options& options);
 EndpointConfig endpoint_config(const Options& options);
+HandshakeSettings handshake_settings(const Options& options);
 void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* latency_file);
 
 //! [run]
@@ -29,17 +32,18 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
 void run(const Options& options) {
     const OutputFile latency_file = open_latency_file(options.latency_file);
     install_stop_handlers();
-    RDMAEndpoint endpoint(endpoint_config(options));
+    const Device device(device_config(options));
+    RDMAEndpoint endpoint(device, endpoint_config(options));
     if (options.verbose) {
         std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
-                    endpoint.device_name().c_str(), options.ib_port, endpoint.gid_index(),
+                    device.name().c_str(), options.ib_port, device.gid_index(),
                     endpoint.max_inline_data());
     }
     // Receives are posted in INIT, before the peer can send anything.
     const bool server = options.host.empty();
     if (options.op == Operation::pingpong) {
-        endpoint.post_recv_batch(kReceiveWrId, 0, options.size,
-                                 static_cast<std::size_t>(options.rx_depth));
+        endpoint.post_recv(kReceiveWrId, 0, options.size,
+                           static_cast<std::size_t>(options.rx_depth));
     } else if (server) {
         endpoint.post_recv(kReceiveWrId, 0,
                            0);  // for the final write-with-immediate or send
@@ -48,9 +52,11 @@ void run(const Options& options) {
         fill_pattern(endpoint.buffer(), kReadSeed);
     }
     if (server) {
-        endpoint.accept_peer(static_cast<std::uint16_t>(options.tcp_port), options.bind_address);
+        accept_peer(endpoint, static_cast<std::uint16_t>(options.tcp_port), options.bind_address,
+                    handshake_settings(options));
     } else {
-        endpoint.connect_to_peer(options.host, static_cast<std::uint16_t>(options.tcp_port));
+        connect_to_peer(endpoint, options.host, static_cast<std::uint16_t>(options.tcp_port),
+                        handshake_settings(options));
     }
     print_address("local address: ", endpoint.local_info());
     print_address("remote address:", *endpoint.remote_info());
@@ -78,22 +84,16 @@ void run(const Options& options) {
 //! [run]
 
 //! [setup]
+DeviceConfig device_config(const Options& options) {
+    return {options.device_name, static_cast<std::uint8_t>(options.ib_port), options.gid_index};
+}
+
 EndpointConfig endpoint_config(const Options& options) {
     EndpointConfig config;
-    config.device_name = options.device_name;
-    config.port = static_cast<std::uint8_t>(options.ib_port);
-    config.gid_index = options.gid_index;
     config.buffer_size = options.size;
-    // Handshake v3 carries -s and -n: the other side compares them at connect time.
-    config.message_size = static_cast<std::uint32_t>(options.size);
-    config.iterations = static_cast<std::uint32_t>(options.iters);
     config.tx_depth = static_cast<std::uint32_t>(options.tx_depth);
     config.rx_depth = static_cast<std::uint32_t>(options.rx_depth);
     config.mtu = *mtu_from_bytes(options.mtu);  // parse_options allows IB MTUs only
-    config.timeout = std::chrono::seconds(options.timeout_seconds);
-    config.handshake =
-        options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong : HandshakeFormat::v3;
-    config.stop_flag = &g_stop_signal;
     // Hand out remote access only where the peer needs it, and only on the server's buffer.
     const bool server = options.host.empty();
     config.access = IBV_ACCESS_LOCAL_WRITE;
@@ -104,6 +104,17 @@ EndpointConfig endpoint_config(const Options& options) {
         config.access |= IBV_ACCESS_REMOTE_READ;
     }
     return config;
+}
+
+// Handshake v3 carries -s and -n: the other side compares them at connect time.
+HandshakeSettings handshake_settings(const Options& options) {
+    HandshakeSettings settings;
+    settings.message_size = static_cast<std::uint32_t>(options.size);
+    settings.iterations = static_cast<std::uint32_t>(options.iters);
+    settings.timeout = std::chrono::seconds(options.timeout_seconds);
+    settings.format =
+        options.rc_pingpong_compat ? HandshakeFormat::rc_pingpong : HandshakeFormat::v3;
+    return settings;
 }
 //! [setup]
 

@@ -63,7 +63,7 @@ inline void print_one_sided_figures(const char* verb, const char* label, const O
 // write-with-immediate carrying iters. The server sees one completion: that last one.
 inline void run_write(RDMAEndpoint& endpoint, const Options& options) {
     if (options.host.empty()) {
-        const ibv_wc wc = endpoint.poll_recv_completion(server_wait(options));
+        const ibv_wc wc = endpoint.poll_completion(kReceiveWrId, server_wait(options));
         if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
             throw TutorialError(kExitPeer,
                                 "expected a write-with-immediate, got completion opcode " +
@@ -84,12 +84,13 @@ inline void run_write(RDMAEndpoint& endpoint, const Options& options) {
         fill_pattern(endpoint.buffer().first(options.size), static_cast<std::uint64_t>(i));
         const auto posted = Clock::now();
         endpoint.post_write(static_cast<std::uint64_t>(i), 0, 0, options.size);
-        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i),
+                                       std::chrono::seconds(options.timeout_seconds));
         samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
     }
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     endpoint.post_write_with_imm(kSendWrId, 0, 0, 0, static_cast<std::uint32_t>(options.iters));
-    (void)endpoint.poll_completion(kSendWrId);
+    (void)endpoint.poll_completion(kSendWrId, std::chrono::seconds(options.timeout_seconds));
     std::printf(
         "client: %lld RDMA WRITEs of %zu bytes, then a "
         "write-with-immediate (%lld)\n",
@@ -108,7 +109,7 @@ inline constexpr std::uint64_t kReadSeed = 0x5eed;
 
 inline void run_read(RDMAEndpoint& endpoint, const Options& options) {
     if (options.host.empty()) {
-        (void)endpoint.poll_recv_completion(server_wait(options));
+        (void)endpoint.poll_completion(kReceiveWrId, server_wait(options));
         std::printf(
             "server: the client read %zu bytes %lld times with no "
             "completion here; its "
@@ -121,14 +122,15 @@ inline void run_read(RDMAEndpoint& endpoint, const Options& options) {
     for (long long i = 0; i < options.iters; ++i) {
         const auto posted = Clock::now();
         endpoint.post_read(static_cast<std::uint64_t>(i), 0, 0, options.size);
-        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i));
+        (void)endpoint.poll_completion(static_cast<std::uint64_t>(i),
+                                       std::chrono::seconds(options.timeout_seconds));
         samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - posted).count());
     }
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     verify_pattern(endpoint.buffer().first(options.size), kReadSeed,
                    "the buffer read from the server");
     endpoint.post_send(kSendWrId, 0, 0);
-    (void)endpoint.poll_completion(kSendWrId);
+    (void)endpoint.poll_completion(kSendWrId, std::chrono::seconds(options.timeout_seconds));
     std::printf("client: %lld RDMA READs of %zu bytes; the last one verified\n", options.iters,
                 options.size);
     print_one_sided_figures("READ", "post to completion, as ib_read_lat reports it", options,

@@ -185,8 +185,8 @@ class PingPong {
     // Receives are re-posted in batches: one post_recv_batch call for refill_batch_ of them.
     void refill_receives() {
         if (--posted_receives_ <= plan_.rx_depth - refill_batch_) {
-            endpoint_.post_recv_batch(kReceiveWrId, 0, plan_.size,
-                                      static_cast<std::size_t>(plan_.rx_depth - posted_receives_));
+            endpoint_.post_recv(kReceiveWrId, 0, plan_.size,
+                                static_cast<std::size_t>(plan_.rx_depth - posted_receives_));
             posted_receives_ = plan_.rx_depth;
         }
     }

@@ -4,27 +4,20 @@
 
 #include "errors.hpp"
 #include "gid.hpp"
-#include "resources.hpp"
 #include "verbs_raii.hpp"
 #include "wire_format.hpp"
 
 #include <infiniband/verbs.h>
 
-#include <array>
 #include <chrono>
-#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
-#include <unordered_map>
 
 namespace tutorial {
-
-class Socket;  // tcp.hpp
 
 /// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
 ///
@@ -68,160 +61,119 @@ struct PeerInfo : QpEndpointInfo {
     bool operator==(const PeerInfo& other) const noexcept;
 };
 
-//! [handshake-v3]
-/// \brief Handshake v3, the endpoint's own wire format. 64 bytes, every field big-endian:
-///
-/// | offset | size | field                                        |
-/// |-------:|-----:|----------------------------------------------|
-/// |      0 |    4 | magic 0x52444d41 ("RDMA")                    |
-/// |      4 |    2 | version, 3                                   |
-/// |      6 |    2 | LID                                          |
-/// |      8 |    4 | QPN (≤ 0xffffff)                             |
-/// |     12 |    4 | PSN (≤ 0xffffff)                             |
-/// |     16 |   16 | GID, raw bytes                               |
-/// |     32 |    1 | MTU as enum ibv_mtu (1..5 = 256..4096)       |
-/// |     33 |    1 | RDMA READ depth (1..255)                     |
-/// |     34 |    2 | reserved, zero                               |
-/// |     36 |    4 | message size, the program's -s (0: not said) |
-/// |     40 |    8 | buffer address                               |
-/// |     48 |    4 | rkey                                         |
-/// |     52 |    4 | iterations, the program's -n (0: not said)   |
-/// |     56 |    8 | buffer length (> 0, addr + length ≤ 2^64)   |
-///
-/// Version 2 had the same layout with bytes 36..39 and 52..55 reserved: it could not tell a
-/// mismatch of -s or -n, so a v3 side refuses it.
-inline constexpr std::uint32_t kHandshakeMagic = 0x52444d41;  // "RDMA"
-inline constexpr std::uint16_t kHandshakeVersion = 3;
-inline constexpr std::size_t kHandshakeV3Size = 64;
-using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
-//! [handshake-v3]
-
-/// \brief Encodes \p info as a handshake v3 message.
-/// \par Thread safety: a pure function.
-[[nodiscard]] HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept;
-
-/// \brief Decodes and strictly validates a handshake v3 message.
-/// \param bytes exactly kHandshakeV3Size bytes
-/// \throws TutorialError (kExitPeer) naming what is wrong: the length, the magic (with what was
-///         received), the version (both), a reserved byte, or a field out of range
-/// \par Thread safety: a pure function.
-[[nodiscard]] PeerInfo decode_handshake_v3(std::span<const std::byte> bytes);
-
-/// \brief Compares the -s and -n both sides announced in handshake v3 (a 0 is not compared).
-/// \param mine this side's local_info()
-/// \param theirs the peer's
-/// \param server true on the side that accepted the connection
-/// \return empty when they agree; else one line naming the options and both values, e.g.
-///         "the client uses -n 2000, this server -n 1000: both sides must use the same -n"
-/// \par Thread safety: a pure function.
-[[nodiscard]] std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs,
-                                                bool server);
-
-/// \brief Which handshake the endpoint speaks on the TCP connection.
-enum class HandshakeFormat {
-    v3,          ///< the 64-byte versioned message: the buffer's address, rkey, length, -s and -n
-    rc_pingpong  ///< ibv_rc_pingpong's text message: no buffer, no -s or -n
+/// \brief Which device Device opens: the options -d, -i and -g.
+struct DeviceConfig {
+    std::string device_name;  ///< empty: the first device
+    std::uint8_t port = 1;    ///< the port number, from 1
+    int gid_index = -1;       ///< negative: choose_gid() over the port's table
 };
 
-/// \brief Everything the RDMAEndpoint constructor needs.
+/// \brief An opened device that endpoints share: the device list, the context and one protection
+/// domain, with the port's attributes and the GID chosen for it.
+///
+/// A server opens its device once and gives each connection its own RDMAEndpoint on it. It is
+/// neither copied nor moved: every endpoint on it keeps a reference, and must be destroyed first.
+class Device {
+  public:
+    /// \brief step04's opening: the device list, the named device, its context, a port that
+    /// exists, its attributes and the GID (-g, or choose_gid()); then the PD.
+    /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device, port or
+    ///         GID), kExitUsage (a GID index over the table); std::system_error naming the verb
+    explicit Device(const DeviceConfig& config);
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    /// \brief The raw handles, and what the constructor queried, for the endpoints on it.
+    [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
+    [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
+    /// \brief The device's name, e.g. "rxe0".
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
+    [[nodiscard]] const ibv_device_attr& attr() const noexcept { return attr_; }
+    [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return port_attr_; }
+    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
+    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
+    [[nodiscard]] const GidBytes& gid() const noexcept { return gid_; }
+
+  private:
+    void choose_local_gid(int wanted);
+
+    std::string name_;
+    std::uint8_t port_ = 1;
+    ibv_device_attr attr_{};
+    ibv_port_attr port_attr_{};
+    int gid_index_ = -1;
+    GidBytes gid_{};
+    //! [device-members]
+    // Declared parent-first: C++ destroys members in reverse, PD -> context -> device list.
+    DeviceList device_list_;
+    Context context_;
+    ProtectionDomain pd_;
+    //! [device-members]
+};
+
+/// \brief One endpoint's queues and buffer: what RDMAEndpoint creates on a Device.
 struct EndpointConfig {
-    std::string device_name;              ///< empty: the first device
-    std::uint8_t port = 1;                ///< the port number, from 1
-    int gid_index = -1;                   ///< negative: choose_gid() over the port's table
     std::size_t buffer_size = 4096;       ///< the registered buffer's size in bytes (> 0)
     std::uint32_t tx_depth = 1;           ///< send queue depth: outstanding sends, writes and reads
     std::uint32_t rx_depth = 500;         ///< receive queue depth
     int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
                                           ///< one-sided peers (they also go to the QP)
     ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
-    HandshakeFormat handshake = HandshakeFormat::v3;  ///< the wire format of connect/accept
-    std::uint32_t message_size = 0;  ///< v3: the program's -s, checked against the peer's (0: none)
-    std::uint32_t iterations = 0;    ///< v3: the program's -n, checked against the peer's (0: none)
-    std::chrono::milliseconds timeout{10000};  ///< for connect, accept, handshake reads and waits
-    /// When set, every wait also ends, with TutorialError(kExitInterrupted), once *stop_flag
-    /// is non-zero (a SIGINT handler sets it).
-    const volatile std::sig_atomic_t* stop_flag = nullptr;
 };
 
-/// \brief An RC queue pair with its own registered buffer: the tutorial's reusable class.
+/// \brief An RC queue pair with its own registered buffer, on a shared Device: the tutorial's
+/// reusable class.
 ///
-/// It owns, parent-first, the device context, a protection domain, a page-aligned buffer, its
-/// memory region, one completion queue and one RC QP. A constructed endpoint is in INIT; after
-/// connect_to_peer() or accept_peer() (or connect() with known peer data) it is in RTS and can
-/// post sends, one-sided writes and reads. Receives may be posted from INIT on.
+/// It owns, parent-first, a page-aligned buffer, its memory region, one completion queue and one
+/// RC QP; the context and PD are the Device's. A constructed endpoint is in INIT; after connect()
+/// (or the free functions connect_to_peer() and accept_peer(), which do the handshake first) it is
+/// in RTS and can post sends, one-sided writes and reads. Receives may be posted from INIT on.
 ///
 /// \par Thread safety
 /// One endpoint must be used by one thread at a time: it keeps unsynchronised state (the
 /// completion stash). Distinct endpoints are independent and may be used from distinct threads.
 class RDMAEndpoint {
   public:
-    /// \brief Opens the device, allocates and registers the buffer, creates the CQ and QP and
-    /// moves the QP to INIT.
-    /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device or port),
-    ///         kExitUsage (a depth or size over a device limit; the message names the limit)
-    /// \throws std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
+    /// \brief Allocates and registers the buffer, creates the CQ and QP on \p device and moves
+    /// the QP to INIT. \p device must outlive the endpoint.
+    /// \throws TutorialError kExitUsage (a depth or size over a device limit; the message names
+    ///         the limit); std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
     /// Nothing leaks when it throws: every resource already made has an owner.
-    explicit RDMAEndpoint(const EndpointConfig& config);
+    RDMAEndpoint(const Device& device, const EndpointConfig& config);
+    /// \brief Takes \p other's resources; \p other is left empty, fit only to be destroyed.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept = default;
+    RDMAEndpoint& operator=(RDMAEndpoint&&) = delete;
 
-    /// \brief Moves every resource; \p other is left empty (valid() false) and safe to destroy.
-    RDMAEndpoint(RDMAEndpoint&& other) noexcept;
-    /// \brief Releases this endpoint's resources, then takes \p other's.
-    RDMAEndpoint& operator=(RDMAEndpoint&& other) noexcept;
-    RDMAEndpoint(const RDMAEndpoint&) = delete;
-    RDMAEndpoint& operator=(const RDMAEndpoint&) = delete;
-    /// \brief Destroys QP, CQ, MR, buffer, PD and context in that order; a failure is reported
-    /// on stderr with "destroy failed:", never thrown.
-    ~RDMAEndpoint();
-
-    /// \brief False for a moved-from endpoint.
-    [[nodiscard]] bool valid() const noexcept { return resources_.qp != nullptr; }
     /// \brief True once the QP is in RTS.
-    [[nodiscard]] bool connected() const noexcept {
-        return resources_.qp != nullptr && remote_.has_value();
-    }
-
-    /// \brief Connects as the client: TCP to \p host:\p port, the handshake, RTR and RTS.
-    /// \throws TutorialError kExitPeer (refused, closed, bad handshake, or in v3 a -s or -n that
-    ///         differs from the peer's: describe_run_mismatch()), kExitTimeout
-    /// \throws std::system_error naming the verb or socket call that failed
-    void connect_to_peer(const std::string& host, std::uint16_t port);
-
-    /// \brief Connects as the server: listens on \p bind_address:\p port (empty = any), accepts
-    /// one client, does the handshake, RTR and RTS.
-    /// \throws as connect_to_peer(); kExitPeer also when the port is in use
-    void accept_peer(std::uint16_t port, const std::string& bind_address = {});
+    [[nodiscard]] bool connected() const noexcept { return remote_.has_value(); }
 
     /// \brief What this side advertises: LID, QPN, PSN, GID, MTU, the buffer (rkey 0 when the
-    /// MR grants no remote access) and the config's message_size and iterations.
-    /// \throws std::logic_error on a moved-from endpoint
+    /// MR grants no remote access) and the RDMA READ depth. message_size and iterations are 0:
+    /// the handshake fills them in.
     [[nodiscard]] PeerInfo local_info() const;
 
-    /// \brief Moves the QP to RTR then RTS towards \p remote, without any socket: for peers that
-    /// learnt each other's PeerInfo in some other way, or for a QP connected to itself.
-    /// \throws std::system_error ("ibv_modify_qp RTR"/"ibv_modify_qp RTS")
-    /// \throws std::logic_error when already connected or moved-from
+    /// \brief Moves the QP to RTR then RTS towards \p remote, with the smaller MTU and READ depth
+    /// of both sides.
+    /// \throws std::system_error ("ibv_modify_qp INIT->RTR"/"ibv_modify_qp RTR->RTS")
+    /// \throws std::logic_error when already connected
     void connect(const PeerInfo& remote);
 
     /// \brief The peer's data, once connected.
     [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
 
     /// \brief The registered buffer.
-    [[nodiscard]] std::span<std::byte> buffer() noexcept;
+    [[nodiscard]] std::span<std::byte> buffer() const noexcept {
+        return {buffer_.get(), config_.buffer_size};
+    }
     /// \brief Largest payload the QP sends inline (queried after creation).
     [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return max_inline_data_; }
     /// \brief The raw handles, for code that goes beyond the class.
-    [[nodiscard]] ibv_qp* qp() const noexcept { return resources_.qp.get(); }
-    [[nodiscard]] ibv_cq* cq() const noexcept { return resources_.cq.get(); }  ///< \copybrief qp()
-    [[nodiscard]] ibv_mr* mr() const noexcept { return resources_.mr.get(); }  ///< \copybrief qp()
-    [[nodiscard]] ibv_context* context() const noexcept {
-        return resources_.context.get();
-    }  ///< \copybrief qp()
+    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
+    [[nodiscard]] ibv_cq* cq() const noexcept { return cq_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }  ///< \copybrief qp()
     /// \brief The path MTU in use once connected (or the configured one before).
     [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
-    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
-    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
-    /// \brief The device's name, e.g. "rxe0".
-    [[nodiscard]] const std::string& device_name() const noexcept { return device_name_; }
 
     /// \brief Posts a SEND of buffer()[offset, offset+length); inline when the length fits
     /// max_inline_data().
@@ -245,16 +197,12 @@ class RDMAEndpoint {
     }
     //! [post-send]
 
-    /// \brief Posts one receive into buffer()[offset, offset+length). Allowed from INIT on, so
-    /// that receives are ready before the peer's first send.
+    /// \brief Posts \p count receives (one by default), all into buffer()[offset, offset+length)
+    /// and all with \p wr_id, chained in as few ibv_post_recv calls as possible. Allowed from
+    /// INIT on, so that receives are ready before the peer's first send.
     /// \throws std::out_of_range outside the buffer; std::system_error ("ibv_post_recv")
-    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length);
-
-    /// \brief Posts \p count receives, all into buffer()[offset, offset+length) and all with
-    /// \p wr_id, chained in as few ibv_post_recv calls as possible.
-    /// \throws as post_recv()
-    void post_recv_batch(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                         std::size_t count);
+    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   std::size_t count = 1);
 
     /// \brief One-sided RDMA WRITE of local [local_offset, +length) to the peer's buffer at
     /// remote_offset. The peer gets no completion.
@@ -278,36 +226,26 @@ class RDMAEndpoint {
                    std::size_t length);
 
     /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
-    /// are stashed, each wr_id in its own FIFO, for later calls.
-    /// \param wr_id the work request to wait for
-    /// \param timeout how long to wait; the default is the config's timeout
+    /// are kept, in CQ order, for later calls.
     /// \throws WorkCompletionError when a completion (of any wr_id) failed;
-    ///         TutorialError (kExitTimeout) when nothing came in time;
+    ///         TutorialError (kExitTimeout) when nothing came within \p timeout, or
+    ///         (kExitInterrupted) once tcp.hpp's stop handlers saw SIGINT or SIGTERM;
     ///         std::system_error ("ibv_poll_cq")
     ibv_wc poll_completion(std::uint64_t wr_id,
-                           std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-    /// \brief Waits for the next send-queue completion (SEND, WRITE, READ), whatever its wr_id.
-    /// \throws as poll_completion()
-    ibv_wc poll_send_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-
-    /// \brief Waits for the next receive completion (RECV or RECV_RDMA_WITH_IMM).
-    /// \throws as poll_completion()
-    ibv_wc poll_recv_completion(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-
-    /// \brief Non-blocking: fills \p completions with stashed completions first, then with what
+    /// \brief Non-blocking: fills \p completions with kept completions first, then with what
     /// the CQ has, and returns how many it filled (0 when none is ready).
-    /// \throws WorkCompletionError on a failed completion (the good ones in the same batch stay
-    ///         stashed for the next call); std::system_error ("ibv_poll_cq"); std::logic_error on
-    ///         a moved-from endpoint
+    /// \throws WorkCompletionError on a failed completion (the good ones in the same batch are
+    ///         kept for the next call); std::system_error ("ibv_poll_cq")
     //! [try-poll]
-    // Inline, the common case first: with nothing stashed, a poll costs what step04's hand-written
+    // Inline, the common case first: with nothing kept, a poll costs what step04's hand-written
     // loop pays (one ibv_poll_cq and a status test per completion); the rest is out of line.
     std::size_t try_poll(std::span<ibv_wc> completions) {
-        if (stashed_ != 0 || !valid()) [[unlikely]]
+        if (!stash_.empty()) [[unlikely]]
             return try_poll_stashed(completions);
-        const int n = ibv_poll_cq(resources_.cq.get(), static_cast<int>(completions.size()),
-                                  completions.data());
+        const int n =
+            ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
         for (int i = 0; i < n; ++i) {
             if (completions[static_cast<std::size_t>(i)].status != IBV_WC_SUCCESS) [[unlikely]]
                 stash_good_and_throw(completions.first(static_cast<std::size_t>(n)));
@@ -319,78 +257,59 @@ class RDMAEndpoint {
     //! [try-poll]
 
   private:
-    friend struct EndpointTestAccess;  // lets the tests post an unchecked remote range
-
     // Every post checks first, inline: a compare or two on the hot path, the throw out of line.
     void require_connected(const char* what) const {
-        if (!connected()) [[unlikely]]
+        if (!remote_) [[unlikely]]
             throw_not_connected(what);
     }
     void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
         if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
             throw_outside_buffer(offset, length, what);
     }
-    [[noreturn]] void throw_not_connected(const char* what) const;
+    [[noreturn]] static void throw_not_connected(const char* what);
     [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
                                            const char* what) const;
     std::size_t try_poll_stashed(std::span<ibv_wc> completions);
     [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
     [[noreturn]] static void throw_poll_failed();
-    void check_remote_range(std::size_t offset, std::size_t length, const char* what) const;
-    void post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id, std::size_t local_offset,
-                        std::uint64_t remote_addr, std::uint32_t rkey, std::size_t length,
-                        std::uint32_t imm_data);
     void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
                                   std::size_t local_offset, std::size_t remote_offset,
                                   std::size_t length, std::uint32_t imm_data);
     // Every send-queue post ends here, inline too: buffer()[offset, +length) is the request's only
     // SGE (none for a zero length), and the payload goes inline when it fits and leaves from here.
     void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
-        ibv_sge sge{reinterpret_cast<std::uintptr_t>(resources_.buffer.get() + offset),
-                    static_cast<std::uint32_t>(length), resources_.mr->lkey};
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
+                    static_cast<std::uint32_t>(length), mr_->lkey};
         wr.sg_list = &sge;
         wr.num_sge = length > 0 ? 1 : 0;
         // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
         if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
             wr.send_flags |= IBV_SEND_INLINE;
         ibv_send_wr* bad = nullptr;
-        if (int rc = ibv_post_send(resources_.qp.get(), &wr, &bad); rc != 0) [[unlikely]]
+        if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
             throw_post_send_failed(rc);
     }
     [[noreturn]] static void throw_post_send_failed(int rc);
-    ibv_device_attr open_and_check(ibv_port_attr& port_attr);
-    void check_device_limits(const ibv_device_attr& device_attr, const ibv_port_attr& port_attr);
-    void choose_local_gid(const ibv_port_attr& port_attr, int port_count);
-    void build_resources();
-    void transition(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
-    void handshake_as_client(const Socket& server, const std::string& server_name);
-    void handshake_as_server(const Socket& client, const std::string& client_name);
-    void release() noexcept;
-    void stash(const ibv_wc& wc);
-    template <typename Wanted>
-    bool take_stashed(Wanted wanted, ibv_wc& out);
-    template <typename Wanted>
-    ibv_wc wait_for(Wanted wanted, std::optional<std::chrono::milliseconds> timeout,
-                    const std::string& what);
+    void check_device_limits() const;
+    void create_queues();
+    void modify(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
 
+    const Device* device_;
     EndpointConfig config_;
-    std::string device_name_;
-    int gid_index_ = -1;
-    GidBytes gid_{};
-    std::uint16_t lid_ = 0;
-    bool ethernet_ = false;
     ibv_mtu mtu_ = IBV_MTU_1024;
     std::uint32_t psn_ = 0;
     std::uint32_t max_inline_data_ = 0;
     std::uint8_t read_depth_ = 1;
     std::optional<PeerInfo> remote_;
-    std::unordered_map<std::uint64_t, std::deque<ibv_wc>> stash_;
-    std::size_t stashed_ = 0;
+    std::deque<ibv_wc> stash_;  // completions found while waiting for another wr_id, in CQ order
 
     //! [members]
-    // step04's Resources: the device list, context, PD, buffer, MR, CQ and QP, declared
-    // parent-first, so that C++ destroys them child-first.
-    Resources resources_;
+    // Declared parent-first, on the Device's context and PD: C++ destroys them in reverse,
+    // QP -> CQ -> MR -> buffer, each child before its parent, also when the constructor throws.
+    Buffer buffer_;
+    MemoryRegion mr_;
+    CompletionQueue cq_;
+    QueuePair qp_;
     //! [members]
 };
 

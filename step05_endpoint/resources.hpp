@@ -1,8 +1,7 @@
-// The objects every RDMA program needs (buffer, PD, MR, CQ, QP), and ibv_reg_mr's error.
+// ibv_reg_mr's error, with the memlock limit (ulimit -l) that it pins against.
 #pragma once
 
 #include "errors.hpp"
-#include "verbs_raii.hpp"
 
 #include <sys/resource.h>
 
@@ -41,19 +40,5 @@ namespace tutorial {
     throw TutorialError(kExitRdma, message);
 }
 //! [memlock]
-
-//! [resources]
-// Declared parent-first: C++ destroys members in reverse, so teardown runs
-// QP -> CQ -> MR -> buffer -> PD -> context -> device list, each child before its parent.
-struct Resources {
-    DeviceList device_list;
-    Context context;
-    ProtectionDomain pd;
-    Buffer buffer;
-    MemoryRegion mr;
-    CompletionQueue cq;
-    QueuePair qp;
-};
-//! [resources]
 
 }  // namespace tutorial

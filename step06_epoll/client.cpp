@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cq_events.hpp"
+#include "handshake.hpp"
 #include "measurements.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
@@ -262,9 +263,8 @@ int run_client(const Options& o) {
     }
     install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
-    EndpointConfig config = endpoint_config(o, o.mode != WaitMode::busy);
-    config.stop_flag = &g_stop_signal;
-    RDMAEndpoint ep(config);
+    const Device device(device_config(o));
+    RDMAEndpoint ep(device, endpoint_config(o, o.mode != WaitMode::busy));
     PingPong pingpong(ep, o, kClientSide);
     if (o.mode == WaitMode::event) {
         ep.request_notify();  // armed before the first post
@@ -272,7 +272,7 @@ int run_client(const Options& o) {
     pingpong.post_initial_receives();
 
     // step05's client handshake, v3: TCP, exchange, "done", RTR, RTS.
-    ep.connect_to_peer(o.host, o.tcp_port);
+    connect_to_peer(ep, o.host, o.tcp_port, handshake_settings(o));
     const PeerInfo remote = *ep.remote_info();
     print_address("local", ep.local_info());
     print_address("remote", remote);

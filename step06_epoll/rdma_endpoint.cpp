@@ -10,7 +10,6 @@
 #include "resources.hpp"
 #include "tcp.hpp"
 #include "wc_status.hpp"
-#include "wire_format.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,9 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <system_error>
-#include <utility>
 #include <vector>
 
 namespace tutorial {
@@ -36,60 +33,10 @@ std::string hex32(std::uint64_t value, int width) {
     return text;
 }
 
-[[noreturn]] void protocol_error(const std::string& message, std::string hint = {}) {
-    throw TutorialError(kExitPeer, message, std::move(hint));
-}
-
-// ------------------------------------------------------------------ big-endian fields
-
-void put_be(std::byte* at, std::uint64_t value, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) {
-        at[i] = static_cast<std::byte>(value & 0xff);
-        value >>= 8;
-    }
-}
-
-std::uint64_t get_be(const std::byte* at, int bytes) {
-    std::uint64_t value = 0;
-    for (int i = 0; i < bytes; ++i)
-        value = (value << 8) | std::to_integer<std::uint64_t>(at[i]);
-    return value;
-}
-
-// ------------------------------------------------------------------ TCP
-
 std::string seconds_text(std::chrono::milliseconds timeout) {
     char text[32];
     std::snprintf(text, sizeof text, "%g s", static_cast<double>(timeout.count()) / 1000.0);
     return text;
-}
-
-// tcp.hpp's functions count in whole seconds: a shorter timeout becomes 1 s.
-std::chrono::seconds whole_seconds(std::chrono::milliseconds timeout) {
-    return std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(timeout));
-}
-
-// The endpoint's stop flag (a SIGINT handler sets it), seen where completions are polled.
-void check_stop(const volatile std::sig_atomic_t* flag) {
-    if (flag != nullptr && *flag != 0) {
-        throw TutorialError(kExitInterrupted, std::string("interrupted by ") +
-                                                  (*flag == SIGTERM ? "SIGTERM" : "SIGINT"));
-    }
-}
-
-// receive_all, for a message that must arrive whole: a peer that closes early is a peer error.
-void receive_exactly(const Socket& peer, std::span<char> bytes, std::chrono::seconds timeout,
-                     const char* what) {
-    const std::size_t got = receive_all(peer, bytes, timeout, what);
-    if (got < bytes.size()) {
-        protocol_error("the peer closed the connection after " + std::to_string(got) + " of " +
-                       std::to_string(bytes.size()) + " bytes of " + what +
-                       (got != 0 ? " (received " + printable_bytes(bytes.first(got)) + ")" : ""));
-    }
-}
-
-bool is_send_side(const ibv_wc& wc) {
-    return (wc.opcode & IBV_WC_RECV) == 0;
 }
 
 }  // namespace
@@ -153,112 +100,7 @@ bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
            read_depth == other.read_depth;
 }
 
-// ====================================================================== handshake v3
-
-HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept {
-    HandshakeV3Message m{};
-    put_be(&m[0], kHandshakeMagic, 4);
-    put_be(&m[4], kHandshakeVersion, 2);
-    put_be(&m[6], info.lid, 2);
-    put_be(&m[8], info.qpn, 4);
-    put_be(&m[12], info.psn, 4);
-    std::memcpy(&m[16], info.gid.data(), 16);
-    m[32] = static_cast<std::byte>(info.mtu);
-    m[33] = static_cast<std::byte>(info.read_depth);
-    put_be(&m[36], info.message_size, 4);
-    put_be(&m[40], info.addr, 8);
-    put_be(&m[48], info.rkey, 4);
-    put_be(&m[52], info.iterations, 4);
-    put_be(&m[56], info.length, 8);
-    return m;
-}
-
-PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
-    const auto as_chars = [&] {
-        return std::span<const char>(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    };
-    if (bytes.size() != kHandshakeV3Size) {
-        protocol_error("handshake v3: expected " + std::to_string(kHandshakeV3Size) +
-                       " bytes, got " + std::to_string(bytes.size()));
-    }
-    const auto magic = static_cast<std::uint32_t>(get_be(&bytes[0], 4));
-    if (magic != kHandshakeMagic) {
-        protocol_error("handshake v3: bad magic " + hex32(magic, 8) +
-                           " (expected 0x52444d41 \"RDMA\"); received " +
-                           printable_bytes(as_chars().first(4)),
-                       "the peer does not speak handshake v3; with ibv_rc_pingpong or step04, use "
-                       "--rc-pingpong-compat");
-    }
-    const auto version = static_cast<std::uint16_t>(get_be(&bytes[4], 2));
-    if (version != kHandshakeVersion) {
-        protocol_error("handshake v3: the peer speaks version " + std::to_string(version) +
-                           ", this program speaks version " + std::to_string(kHandshakeVersion),
-                       "both sides must be built from the same version of the tutorial");
-    }
-    PeerInfo info;
-    info.lid = static_cast<std::uint16_t>(get_be(&bytes[6], 2));
-    info.qpn = static_cast<std::uint32_t>(get_be(&bytes[8], 4));
-    info.psn = static_cast<std::uint32_t>(get_be(&bytes[12], 4));
-    std::memcpy(info.gid.data(), &bytes[16], 16);
-    const auto mtu = std::to_integer<unsigned>(bytes[32]);
-    info.addr = get_be(&bytes[40], 8);
-    info.rkey = static_cast<std::uint32_t>(get_be(&bytes[48], 4));
-    info.length = get_be(&bytes[56], 8);
-    info.message_size = static_cast<std::uint32_t>(get_be(&bytes[36], 4));
-    info.iterations = static_cast<std::uint32_t>(get_be(&bytes[52], 4));
-    info.read_depth = std::to_integer<std::uint8_t>(bytes[33]);
-    for (std::size_t offset : {34, 35}) {
-        if (bytes[offset] != std::byte{0}) {
-            protocol_error("handshake v3: reserved byte " + std::to_string(offset) + " is " +
-                           hex32(std::to_integer<unsigned>(bytes[offset]), 2) + ", not 0");
-        }
-    }
-    if (info.qpn < 2 || info.qpn > 0xffffff) {
-        protocol_error("handshake v3: QPN " + hex32(info.qpn, 6) +
-                       " is out of range (2..0xffffff)");
-    }
-    if (info.psn > 0xffffff) {
-        protocol_error("handshake v3: PSN " + hex32(info.psn, 6) + " is over 24 bits");
-    }
-    if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
-        protocol_error("handshake v3: MTU code " + std::to_string(mtu) +
-                       " is not an ibv_mtu (1..5 = 256..4096 bytes)");
-    }
-    info.mtu = static_cast<ibv_mtu>(mtu);
-    if (info.read_depth == 0)
-        protocol_error("handshake v3: the peer's RDMA READ depth is 0 (1..255)");
-    if (info.length == 0)
-        protocol_error("handshake v3: the peer advertises an empty buffer");
-    if (info.addr + info.length < info.addr && info.addr + info.length != 0) {
-        protocol_error("handshake v3: the buffer at " + hex32(info.addr, 16) + " of " +
-                       std::to_string(info.length) + " bytes wraps around the address space");
-    }
-    return info;
-}
-
-//! [run-mismatch]
-std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs, bool server) {
-    std::string their_values, my_values, options;
-    const auto compare = [&](const char* option, std::uint32_t my_value,
-                             std::uint32_t their_value) {
-        if (my_value == 0 || their_value == 0 || my_value == their_value)
-            return;
-        const std::string sep = options.empty() ? "" : " ";
-        their_values += sep + option + " " + std::to_string(their_value);
-        my_values += sep + option + " " + std::to_string(my_value);
-        options += (options.empty() ? "" : " and ") + std::string(option);
-    };
-    compare("-s", mine.message_size, theirs.message_size);
-    compare("-n", mine.iterations, theirs.iterations);
-    if (options.empty())
-        return {};
-    return std::string("the ") + (server ? "client" : "server") + " uses " + their_values +
-           ", this " + (server ? "server " : "client ") + my_values +
-           ": both sides must use the same " + options;
-}
-//! [run-mismatch]
-
-// ====================================================================== the endpoint
+// ====================================================================== the device
 
 namespace {
 
@@ -272,111 +114,59 @@ namespace {
 
 }  // namespace
 
-//! [constructor]
-// step04's run() up to INIT, without its printing: open_and_check, the GID choice, then
-// build_resources.
-RDMAEndpoint::RDMAEndpoint(const EndpointConfig& config)
-    : config_(config), events_(config.ack_batch) {
-    if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
-        throw TutorialError(kExitUsage, "buffer size, tx depth and rx depth must be at least 1");
-    }
-    ibv_port_attr port_attr{};
-    const ibv_device_attr device_attr = open_and_check(port_attr);
-    check_device_limits(device_attr, port_attr);
-    mtu_ = config.mtu != 0 ? config.mtu : port_attr.active_mtu;
-    lid_ = port_attr.lid;
-    ethernet_ = port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-    // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
-    // (max_qp_rd_atom).
-    read_depth_ = static_cast<std::uint8_t>(
-        std::clamp(std::min(device_attr.max_qp_init_rd_atom, device_attr.max_qp_rd_atom), 1, 16));
-    choose_local_gid(port_attr, device_attr.phys_port_cnt);
-    build_resources();
-    psn_ = random_psn();
-}
-//! [constructor]
-
 //! [open]
 // step04's device.hpp: the device list (or the no-device / no-provider error), the named device,
-// its context, and a port that exists.
-ibv_device_attr RDMAEndpoint::open_and_check(ibv_port_attr& port_attr) {
+// its context, and a port that exists; then the GID and the PD that every endpoint shares.
+Device::Device(const DeviceConfig& config) : port_(config.port) {
     int count = 0;
-    resources_.device_list = get_device_list(count);
-    const std::span<ibv_device* const> devices(resources_.device_list.get(),
-                                               static_cast<std::size_t>(count));
-    ibv_device* device = select_device(devices, config_.device_name);
-    device_name_ = ibv_get_device_name(device);
-    resources_.context = open_device(device);
-    ibv_device_attr device_attr{};
-    if (const int rc = ibv_query_device(resources_.context.get(), &device_attr); rc != 0) {
+    device_list_ = get_device_list(count);
+    const std::span<ibv_device* const> devices(device_list_.get(), static_cast<std::size_t>(count));
+    ibv_device* device = select_device(devices, config.device_name);
+    name_ = ibv_get_device_name(device);
+    context_ = open_device(device);
+    if (const int rc = ibv_query_device(context_.get(), &attr_); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_device");
     }
-    check_port(device_name_, config_.port, device_attr.phys_port_cnt);
+    check_port(name_, port_, attr_.phys_port_cnt);
     // ibv_query_port returns the errno value, it does not set errno.
-    if (const int rc = ibv_query_port(resources_.context.get(), config_.port, &port_attr);
-        rc != 0) {
+    if (const int rc = ibv_query_port(context_.get(), port_, &port_attr_); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_port");
     }
-    return device_attr;
+    choose_local_gid(config.gid_index);
+    pd_.reset(ibv_alloc_pd(context_.get()));
+    if (!pd_) {
+        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
+    }
 }
 //! [open]
 
-// The config's depths, buffer and MTU against the device: exit code 2, naming the limit.
-void RDMAEndpoint::check_device_limits(const ibv_device_attr& device_attr,
-                                       const ibv_port_attr& port_attr) {
-    const auto max_wr = static_cast<std::uint64_t>(device_attr.max_qp_wr);
-    if (config_.tx_depth > max_wr) {
-        over_limit("tx depth", config_.tx_depth, device_name_, "max_qp_wr", max_wr);
-    }
-    if (config_.rx_depth > max_wr) {
-        over_limit("rx depth", config_.rx_depth, device_name_, "max_qp_wr", max_wr);
-    }
-    const std::uint64_t cq_size = config_.cq_depth != 0
-                                      ? config_.cq_depth
-                                      : std::uint64_t{config_.tx_depth} + config_.rx_depth;
-    if (cq_size > static_cast<std::uint64_t>(device_attr.max_cqe)) {
-        over_limit(config_.cq_depth != 0 ? "cq depth" : "tx depth + rx depth", cq_size,
-                   device_name_, "max_cqe", static_cast<std::uint64_t>(device_attr.max_cqe));
-    }
-    if (config_.buffer_size > device_attr.max_mr_size) {
-        over_limit("buffer size", config_.buffer_size, device_name_, "max_mr_size",
-                   device_attr.max_mr_size);
-    }
-    if (config_.mtu != 0 && config_.mtu > port_attr.max_mtu) {
-        over_limit("MTU", static_cast<std::uint64_t>(mtu_bytes(config_.mtu)),
-                   device_name_ + " port " + std::to_string(config_.port), "max_mtu",
-                   static_cast<std::uint64_t>(mtu_bytes(port_attr.max_mtu)));
-    }
-}
-
 //! [gid]
-// The config's GID index, or step04's choose_gid over the port's table (query_gid_table).
-void RDMAEndpoint::choose_local_gid(const ibv_port_attr& port_attr, int port_count) {
-    const std::string where = device_name_ + " port " + std::to_string(config_.port);
-    if (config_.gid_index >= 0) {
-        if (config_.gid_index >= port_attr.gid_tbl_len) {
-            over_limit("GID index", static_cast<std::uint64_t>(config_.gid_index), where,
-                       "gid_tbl_len - 1", static_cast<std::uint64_t>(port_attr.gid_tbl_len - 1));
+// The wanted GID index (-g), or step04's choose_gid over the port's table (query_gid_table).
+void Device::choose_local_gid(int wanted) {
+    const std::string where = name_ + " port " + std::to_string(port_);
+    if (wanted >= 0) {
+        if (wanted >= port_attr_.gid_tbl_len) {
+            over_limit("GID index", static_cast<std::uint64_t>(wanted), where, "gid_tbl_len - 1",
+                       static_cast<std::uint64_t>(port_attr_.gid_tbl_len - 1));
         }
         ibv_gid gid{};
-        if (ibv_query_gid(resources_.context.get(), config_.port, config_.gid_index, &gid) != 0) {
+        if (ibv_query_gid(context_.get(), port_, wanted, &gid) != 0) {
             throw std::system_error(errno != 0 ? errno : EINVAL, std::generic_category(),
                                     "ibv_query_gid");
         }
         std::memcpy(gid_.data(), gid.raw, gid_.size());
         if (is_zero_gid(gid_)) {
             throw TutorialError(
-                kExitUsage,
-                "GID index " + std::to_string(config_.gid_index) + " of " + where + " is empty",
+                kExitUsage, "GID index " + std::to_string(wanted) + " of " + where + " is empty",
                 "ibv_devinfo -v lists the GID table (or leave -g out: auto)");
         }
-        gid_index_ = config_.gid_index;
+        gid_index_ = wanted;
         return;
     }
     const std::vector<GidEntry> table =
-        query_gid_table(resources_.context.get(), config_.port,
-                        static_cast<std::size_t>(std::max(port_attr.gid_tbl_len, 1)) *
-                            static_cast<std::size_t>(port_count));
+        query_gid_table(context_.get(), port_,
+                        static_cast<std::size_t>(std::max(port_attr_.gid_tbl_len, 1)) *
+                            static_cast<std::size_t>(attr_.phys_port_cnt));
     if (const std::optional<GidChoice> choice = choose_gid(table)) {
         gid_index_ = static_cast<int>(choice->index);
         for (const GidEntry& entry : table) {
@@ -384,181 +174,157 @@ void RDMAEndpoint::choose_local_gid(const ibv_port_attr& port_attr, int port_cou
                 gid_ = entry.gid;
             }
         }
-    } else if (ethernet_) {
+    } else if (port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET) {
         throw TutorialError(kExitNoSuchDevice, where + " has no usable GID (RoCE needs one)",
                             "give the port an IP address, or pick one with -g");
     }
 }
 //! [gid]
 
-//! [build]
-// step04's build_resources, for a buffer that one-sided peers may reach: PD, page-aligned
-// buffer, MR (with the config's access), one CQ for both queues, the RC QP, then INIT.
-void RDMAEndpoint::build_resources() {
-    resources_.pd.reset(ibv_alloc_pd(resources_.context.get()));
-    if (!resources_.pd) {
-        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
+// ====================================================================== the endpoint
+
+//! [constructor]
+// step04's build_resources on a shared Device, without its printing: the limits, then the buffer,
+// MR, CQ and QP, and INIT.
+RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
+    : device_(&device), config_(config), events_(config.ack_batch) {
+    if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
+        throw TutorialError(kExitUsage, "buffer size, tx depth and rx depth must be at least 1");
     }
+    check_device_limits();
+    mtu_ = config.mtu != 0 ? config.mtu : device.port_attr().active_mtu;
+    // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
+    // (max_qp_rd_atom).
+    read_depth_ = static_cast<std::uint8_t>(std::clamp(
+        std::min(device.attr().max_qp_init_rd_atom, device.attr().max_qp_rd_atom), 1, 16));
+    // Receives and READs write into the buffer, and REMOTE_WRITE requires LOCAL_WRITE.
+    config_.access |= IBV_ACCESS_LOCAL_WRITE;
+    create_queues();
+    psn_ = random_psn();
+}
+//! [constructor]
+
+// The config's depths, buffer and MTU against the device: exit code 2, naming the limit.
+void RDMAEndpoint::check_device_limits() const {
+    const ibv_device_attr& attr = device_->attr();
+    const std::string& name = device_->name();
+    const auto max_wr = static_cast<std::uint64_t>(attr.max_qp_wr);
+    if (config_.tx_depth > max_wr) {
+        over_limit("tx depth", config_.tx_depth, name, "max_qp_wr", max_wr);
+    }
+    if (config_.rx_depth > max_wr) {
+        over_limit("rx depth", config_.rx_depth, name, "max_qp_wr", max_wr);
+    }
+    const std::uint64_t cq_size = config_.cq_depth != 0
+                                      ? config_.cq_depth
+                                      : std::uint64_t{config_.tx_depth} + config_.rx_depth;
+    if (cq_size > static_cast<std::uint64_t>(attr.max_cqe)) {
+        over_limit(config_.cq_depth != 0 ? "cq depth" : "tx depth + rx depth", cq_size, name,
+                   "max_cqe", static_cast<std::uint64_t>(attr.max_cqe));
+    }
+    if (config_.buffer_size > attr.max_mr_size) {
+        over_limit("buffer size", config_.buffer_size, name, "max_mr_size", attr.max_mr_size);
+    }
+    const ibv_mtu max_mtu = device_->port_attr().max_mtu;
+    if (config_.mtu != 0 && config_.mtu > max_mtu) {
+        over_limit("MTU", static_cast<std::uint64_t>(mtu_bytes(config_.mtu)),
+                   name + " port " + std::to_string(device_->port()), "max_mtu",
+                   static_cast<std::uint64_t>(mtu_bytes(max_mtu)));
+    }
+}
+
+//! [build]
+// A buffer that one-sided peers may reach: page-aligned buffer, MR (with the config's access),
+// one CQ for both queues, the RC QP, then INIT.
+void RDMAEndpoint::create_queues() {
     const long page_size = sysconf(_SC_PAGESIZE);
     const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
     const std::size_t allocated = (config_.buffer_size + page - 1) / page * page;
-    resources_.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!resources_.buffer) {
+    buffer_.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
+    if (!buffer_) {
         throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
     }
-    std::memset(resources_.buffer.get(), 0, allocated);
-    // Receives and READs write into the buffer, and REMOTE_WRITE requires LOCAL_WRITE.
-    config_.access |= IBV_ACCESS_LOCAL_WRITE;
-    resources_.mr.reset(ibv_reg_mr(resources_.pd.get(), resources_.buffer.get(),
-                                   config_.buffer_size, config_.access));
-    if (!resources_.mr) {
+    std::memset(buffer_.get(), 0, allocated);
+    mr_.reset(ibv_reg_mr(device_->pd(), buffer_.get(), config_.buffer_size, config_.access));
+    if (!mr_) {
         throw_reg_mr_error(errno, config_.buffer_size);
     }
-    //! [channel]
-    if (config_.completion_channel) {
-        channel_.reset(ibv_create_comp_channel(resources_.context.get()));
-        if (!channel_) {
-            throw std::system_error(errno, std::generic_category(), "ibv_create_comp_channel");
-        }
-        // Non-blocking, so that an event loop can call ibv_get_cq_event until EAGAIN.
-        const int flags = ::fcntl(channel_->fd, F_GETFL);
-        if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");
-        }
-    }
-    //! [channel]
+    if (config_.completion_channel)
+        create_channel();
     const int cq_entries = static_cast<int>(
         config_.cq_depth != 0 ? config_.cq_depth : config_.tx_depth + config_.rx_depth);
-    resources_.cq.reset(
-        ibv_create_cq(resources_.context.get(), cq_entries, nullptr, channel_.get(), 0));
-    if (!resources_.cq) {
+    cq_.reset(ibv_create_cq(device_->context(), cq_entries, nullptr, channel_.get(), 0));
+    if (!cq_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
     }
     ibv_qp_init_attr init_attr{};
-    init_attr.send_cq = resources_.cq.get();
-    init_attr.recv_cq = resources_.cq.get();
+    init_attr.send_cq = cq_.get();
+    init_attr.recv_cq = cq_.get();
     init_attr.qp_type = IBV_QPT_RC;
     init_attr.cap.max_send_wr = config_.tx_depth;
     init_attr.cap.max_recv_wr = config_.rx_depth;
     init_attr.cap.max_send_sge = 1;
     init_attr.cap.max_recv_sge = 1;
     init_attr.cap.max_inline_data = 64;  // step04's: small messages leave from the send queue
-    resources_.qp.reset(ibv_create_qp(resources_.pd.get(), &init_attr));
-    if (!resources_.qp) {
+    qp_.reset(ibv_create_qp(device_->pd(), &init_attr));
+    if (!qp_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
     }
     ibv_qp_attr queried{};
-    if (const int rc = ibv_query_qp(resources_.qp.get(), &queried, IBV_QP_CAP, &init_attr);
-        rc != 0) {
+    if (const int rc = ibv_query_qp(qp_.get(), &queried, IBV_QP_CAP, &init_attr); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
     }
     max_inline_data_ = init_attr.cap.max_inline_data;
     // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
-    ibv_qp_attr attr = init_attributes(config_.port);
+    ibv_qp_attr attr = init_attributes(device_->port());
     attr.qp_access_flags = config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                              IBV_ACCESS_REMOTE_ATOMIC);
-    transition(attr, IBV_QPS_RESET, IBV_QPS_INIT);
+    modify(attr, IBV_QPS_RESET, IBV_QPS_INIT);
 }
 //! [build]
 
+//! [channel]
+void RDMAEndpoint::create_channel() {
+    channel_.reset(ibv_create_comp_channel(device_->context()));
+    if (!channel_) {
+        throw std::system_error(errno, std::generic_category(), "ibv_create_comp_channel");
+    }
+    // Non-blocking, so that an event loop can call ibv_get_cq_event until EAGAIN.
+    const int flags = ::fcntl(channel_->fd, F_GETFL);
+    if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");
+    }
+}
+//! [channel]
+
+RDMAEndpoint::~RDMAEndpoint() {
+    // ibv_destroy_cq waits until every event taken with ibv_get_cq_event is acked.
+    if (cq_ && events_.acks_outstanding() > 0) {
+        ack_all_before_destroy(*this, events_);
+    }
+}
+
 // step04's modify_qp, without its printing: the mask for the transition (rc_transition_mask).
-void RDMAEndpoint::transition(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
+void RDMAEndpoint::modify(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
     // ibv_modify_qp returns the errno value, it does not set errno.
-    if (const int rc = ibv_modify_qp(resources_.qp.get(), &attr, rc_transition_mask(from, to));
-        rc != 0) {
+    if (const int rc = ibv_modify_qp(qp_.get(), &attr, rc_transition_mask(from, to)); rc != 0) {
         throw std::system_error(
             rc, std::generic_category(),
             std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
     }
 }
 
-RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
-    : config_(std::move(other.config_)),
-      device_name_(std::move(other.device_name_)),
-      gid_index_(other.gid_index_),
-      gid_(other.gid_),
-      lid_(other.lid_),
-      ethernet_(other.ethernet_),
-      mtu_(other.mtu_),
-      psn_(other.psn_),
-      max_inline_data_(other.max_inline_data_),
-      read_depth_(other.read_depth_),
-      remote_(std::exchange(other.remote_, std::nullopt)),
-      stash_(std::move(other.stash_)),
-      stashed_(std::exchange(other.stashed_, 0)),
-      events_(std::exchange(other.events_, CqEventTracker(other.config_.ack_batch))),
-      channel_(std::move(other.channel_)),
-      resources_(std::move(other.resources_)) {
-    other.stash_.clear();
-}
-
-RDMAEndpoint& RDMAEndpoint::operator=(RDMAEndpoint&& other) noexcept {
-    if (this != &other) {
-        release();  // children first: a member-wise move would close our context before our QP
-        config_ = std::move(other.config_);
-        device_name_ = std::move(other.device_name_);
-        gid_index_ = other.gid_index_;
-        gid_ = other.gid_;
-        lid_ = other.lid_;
-        ethernet_ = other.ethernet_;
-        mtu_ = other.mtu_;
-        psn_ = other.psn_;
-        max_inline_data_ = other.max_inline_data_;
-        read_depth_ = other.read_depth_;
-        remote_ = std::exchange(other.remote_, std::nullopt);
-        stash_ = std::move(other.stash_);
-        other.stash_.clear();
-        stashed_ = std::exchange(other.stashed_, 0);
-        events_ = std::exchange(other.events_, CqEventTracker(config_.ack_batch));
-        channel_ = std::move(other.channel_);
-        resources_ = std::move(other.resources_);  // ours are all empty: nothing is destroyed
-    }
-    return *this;
-}
-
-RDMAEndpoint::~RDMAEndpoint() {
-    release();
-}
-
-void RDMAEndpoint::release() noexcept {
-    // ibv_destroy_cq waits until every event taken with ibv_get_cq_event is acked.
-    if (resources_.cq && events_.acks_outstanding() > 0) {
-        ack_all_before_destroy(*this, events_);
-    }
-    resources_.qp.reset();
-    resources_.cq.reset();
-    resources_.mr.reset();
-    resources_.buffer.reset();
-    resources_.pd.reset();
-    channel_.reset();
-    resources_.context.reset();
-    resources_.device_list.reset();
-    remote_.reset();
-    stash_.clear();
-    stashed_ = 0;
-}
-
-std::span<std::byte> RDMAEndpoint::buffer() noexcept {
-    return resources_.buffer ? std::span<std::byte>(resources_.buffer.get(), config_.buffer_size)
-                             : std::span<std::byte>();
-}
-
 PeerInfo RDMAEndpoint::local_info() const {
-    if (!valid())
-        throw std::logic_error("local_info: the endpoint is empty (moved from)");
     PeerInfo info;
-    info.lid = lid_;
-    info.qpn = resources_.qp->qp_num;
+    info.lid = device_->port_attr().lid;
+    info.qpn = qp_->qp_num;
     info.psn = psn_;
-    info.gid = gid_;
+    info.gid = device_->gid();
     info.mtu = mtu_;
-    info.addr = reinterpret_cast<std::uintptr_t>(resources_.buffer.get());
-    info.rkey = (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ))
-                    ? resources_.mr->rkey
-                    : 0;
+    info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
+    info.rkey =
+        (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) ? mr_->rkey : 0;
     info.length = config_.buffer_size;
-    info.message_size = config_.message_size;
-    info.iterations = config_.iterations;
     info.read_depth = read_depth_;
     return info;
 }
@@ -567,120 +333,31 @@ PeerInfo RDMAEndpoint::local_info() const {
 // step04's connect_qp: RTR towards the peer, then RTS, with step04's attributes
 // (rtr_attributes, rts_attributes); only the RDMA READ depth is agreed with the peer.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
-    if (!valid())
-        throw std::logic_error("connect: the endpoint is empty (moved from)");
     if (remote_)
         throw std::logic_error("connect: the endpoint is already connected");
     // Both sides take the smaller MTU, so that they agree without another round trip.
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
+    const bool ethernet = device_->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET;
     // RoCE has no LIDs: every packet needs a GRH, whatever the remote GID looks like.
-    if ((ethernet_ || !is_zero_gid(remote.gid)) && gid_index_ < 0)
+    if ((ethernet || !is_zero_gid(remote.gid)) && device_->gid_index() < 0)
         throw std::logic_error("connect: a GRH is needed but no GID was chosen");
-    ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet_, gid_index_, config_.port);
+    ibv_qp_attr rtr =
+        rtr_attributes(remote, path_mtu, ethernet, device_->gid_index(), device_->port());
     // The READ depth both sides agree on: the peer's READs we serve at once, and ours at the peer.
     const std::uint8_t read_depth = std::min(read_depth_, remote.read_depth);
     rtr.max_dest_rd_atomic = read_depth;
-    transition(rtr, IBV_QPS_INIT, IBV_QPS_RTR);
+    modify(rtr, IBV_QPS_INIT, IBV_QPS_RTR);
     ibv_qp_attr rts = rts_attributes(psn_);
     rts.max_rd_atomic = read_depth;
-    transition(rts, IBV_QPS_RTR, IBV_QPS_RTS);
+    modify(rts, IBV_QPS_RTR, IBV_QPS_RTS);
     mtu_ = path_mtu;
     remote_ = remote;
 }
 //! [connect]
 
-//! [handshake]
-void RDMAEndpoint::handshake_as_client(const Socket& server) {
-    const std::chrono::seconds timeout = whole_seconds(config_.timeout);
-    const HandshakeV3Message mine = encode_handshake_v3(local_info());
-    send_all(server, std::span(reinterpret_cast<const char*>(mine.data()), mine.size()), timeout,
-             "the handshake");
-    HandshakeV3Message theirs{};
-    std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
-    receive_exactly(server, raw.first(4), timeout, "the peer's handshake");
-    if (get_be(theirs.data(), 4) != kHandshakeMagic)
-        (void)decode_handshake_v3(theirs);  // throws
-    receive_exactly(server, raw.subspan(4), timeout, "the peer's handshake");
-    const PeerInfo remote = decode_handshake_v3(theirs);
-    // The server has found the same mismatch, answered, and closed: both sides say it.
-    if (std::string mismatch = describe_run_mismatch(local_info(), remote, false);
-        !mismatch.empty())
-        throw TutorialError(kExitPeer, mismatch);
-    connect(remote);
-    send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), timeout, "\"done\"");
-}
-
-void RDMAEndpoint::handshake_as_server(const Socket& client) {
-    const std::chrono::seconds timeout = whole_seconds(config_.timeout);
-    HandshakeV3Message theirs{};
-    std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
-    // The magic first: a peer speaking another format is told so, not left waiting.
-    receive_exactly(client, raw.first(4), timeout, "the peer's handshake");
-    if (get_be(theirs.data(), 4) != kHandshakeMagic)
-        (void)decode_handshake_v3(theirs);
-    receive_exactly(client, raw.subspan(4), timeout, "the peer's handshake");
-    const HandshakeV3Message mine = encode_handshake_v3(local_info());
-    const auto answer = [&] {
-        send_all(client, std::span(reinterpret_cast<const char*>(mine.data()), mine.size()),
-                 timeout, "the handshake");
-    };
-    // Before failing, answer anyway (the peer then names the problem too); a failed write
-    // must not hide the problem, so it is ignored there.
-    const auto answer_anyway = [&]() noexcept {
-        try {
-            answer();
-        } catch (const std::exception&) {
-        }
-    };
-    PeerInfo remote;
-    try {
-        remote = decode_handshake_v3(theirs);
-    } catch (const TutorialError&) {
-        // Another version: answer first, so that the client can name both versions too.
-        if (get_be(&theirs[4], 2) != kHandshakeVersion)
-            answer_anyway();
-        throw;
-    }
-    if (std::string mismatch = describe_run_mismatch(local_info(), remote, true);
-        !mismatch.empty()) {
-        answer_anyway();  // the client compares too, and says the same
-        throw TutorialError(kExitPeer, mismatch);
-    }
-    connect(remote);
-    answer();
-    std::array<char, sizeof kDoneMessage> done{};
-    receive_exactly(client, done, timeout, "the peer's \"done\"");
-    if (std::string_view(done.data(), done.size()) !=
-        std::string_view(kDoneMessage, sizeof kDoneMessage)) {
-        protocol_error("expected \"done\" after the handshake, received " + printable_bytes(done));
-    }
-}
-//! [handshake]
-
-// step04's connect_to_peer, as the class's two roles: TCP (tcp.hpp), then the handshake.
-void RDMAEndpoint::connect_to_peer(const std::string& host, std::uint16_t port) {
-    if (!valid())
-        throw std::logic_error("connect_to_peer: the endpoint is empty (moved from)");
-    std::string server_name;
-    const Socket server = connect_to(host, port, whole_seconds(config_.timeout), server_name);
-    handshake_as_client(server);
-}
-
-void RDMAEndpoint::accept_peer(std::uint16_t port, const std::string& bind_address) {
-    if (!valid())
-        throw std::logic_error("accept_peer: the endpoint is empty (moved from)");
-    const Socket listener = listen_on(bind_address, port);
-    std::string client_name;
-    const Socket client =
-        accept_client(listener, port, whole_seconds(config_.timeout), client_name);
-    handshake_as_server(client);
-}
-
 // ====================================================================== posting
 
-void RDMAEndpoint::throw_not_connected(const char* what) const {
-    if (!valid())
-        throw std::logic_error(std::string(what) + ": the endpoint is empty (moved from)");
+void RDMAEndpoint::throw_not_connected(const char* what) {
     throw std::logic_error(std::string(what) +
                            ": the endpoint is not connected yet (call connect_to_peer or "
                            "accept_peer first)");
@@ -693,35 +370,16 @@ void RDMAEndpoint::throw_outside_buffer(std::size_t offset, std::size_t length,
                             std::to_string(config_.buffer_size) + "-byte buffer");
 }
 
-void RDMAEndpoint::check_remote_range(std::size_t offset, std::size_t length,
-                                      const char* what) const {
-    if (remote_->rkey == 0) {
-        throw std::logic_error(std::string(what) +
-                               ": the peer advertised no remote access (no rkey)");
-    }
-    if (offset > remote_->length || length > remote_->length - offset) {
-        throw std::out_of_range(std::string(what) + ": remote range [" + std::to_string(offset) +
-                                ", +" + std::to_string(length) + ") is outside the peer's " +
-                                std::to_string(remote_->length) + "-byte buffer");
-    }
-}
-
 void RDMAEndpoint::throw_post_send_failed(int rc) {
     throw std::system_error(rc, std::generic_category(), "ibv_post_send");
 }
 
-void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length) {
-    post_recv_batch(wr_id, offset, length, 1);
-}
-
-void RDMAEndpoint::post_recv_batch(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                                   std::size_t count) {
-    if (!valid())
-        throw std::logic_error("post_recv: the endpoint is empty (moved from)");
+void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                             std::size_t count) {
     check_local_range(offset, length, "post_recv");
     constexpr std::size_t kChain = 32;
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(resources_.buffer.get() + offset),
-                static_cast<std::uint32_t>(length), resources_.mr->lkey};
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
+                static_cast<std::uint32_t>(length), mr_->lkey};
     std::array<ibv_recv_wr, kChain> wrs{};
     while (count > 0) {
         const std::size_t n = std::min(count, kChain);
@@ -733,7 +391,7 @@ void RDMAEndpoint::post_recv_batch(std::uint64_t wr_id, std::size_t offset, std:
             wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
         }
         ibv_recv_wr* bad = nullptr;
-        if (int rc = ibv_post_recv(resources_.qp.get(), wrs.data(), &bad); rc != 0) {
+        if (int rc = ibv_post_recv(qp_.get(), wrs.data(), &bad); rc != 0) {
             throw std::system_error(rc, std::generic_category(), "ibv_post_recv");
         }
         count -= n;
@@ -741,19 +399,6 @@ void RDMAEndpoint::post_recv_batch(std::uint64_t wr_id, std::size_t offset, std:
 }
 
 //! [post-one-sided]
-void RDMAEndpoint::post_one_sided(ibv_wr_opcode opcode, std::uint64_t wr_id,
-                                  std::size_t local_offset, std::uint64_t remote_addr,
-                                  std::uint32_t rkey, std::size_t length, std::uint32_t imm_data) {
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = opcode;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(imm_data);
-    wr.wr.rdma.remote_addr = remote_addr;  // the peer's virtual address ...
-    wr.wr.rdma.rkey = rkey;                // ... and the key that opens its memory region
-    post_to_send_queue(wr, local_offset, length);
-}
-
 // Both ranges are checked before anything reaches the device.
 void RDMAEndpoint::check_and_post_one_sided(const char* what, ibv_wr_opcode opcode,
                                             std::uint64_t wr_id, std::size_t local_offset,
@@ -761,9 +406,24 @@ void RDMAEndpoint::check_and_post_one_sided(const char* what, ibv_wr_opcode opco
                                             std::uint32_t imm_data) {
     require_connected(what);
     check_local_range(local_offset, length, what);
-    check_remote_range(remote_offset, length, what);
-    post_one_sided(opcode, wr_id, local_offset, remote_->addr + remote_offset, remote_->rkey,
-                   length, imm_data);
+    if (remote_->rkey == 0) {
+        throw std::logic_error(std::string(what) +
+                               ": the peer advertised no remote access (no rkey)");
+    }
+    if (remote_offset > remote_->length || length > remote_->length - remote_offset) {
+        throw std::out_of_range(std::string(what) + ": remote range [" +
+                                std::to_string(remote_offset) + ", +" + std::to_string(length) +
+                                ") is outside the peer's " + std::to_string(remote_->length) +
+                                "-byte buffer");
+    }
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(imm_data);
+    wr.wr.rdma.remote_addr = remote_->addr + remote_offset;  // the peer's virtual address ...
+    wr.wr.rdma.rkey = remote_->rkey;  // ... and the key that opens its memory region
+    post_to_send_queue(wr, local_offset, length);
 }
 
 void RDMAEndpoint::post_write(std::uint64_t wr_id, std::size_t local_offset,
@@ -788,71 +448,47 @@ void RDMAEndpoint::post_read(std::uint64_t wr_id, std::size_t local_offset,
 
 // ====================================================================== completions
 
-void RDMAEndpoint::stash(const ibv_wc& wc) {
-    stash_[wc.wr_id].push_back(wc);
-    ++stashed_;
-}
-
-template <typename Wanted>
-bool RDMAEndpoint::take_stashed(Wanted wanted, ibv_wc& out) {
-    if (stashed_ == 0)
-        return false;
-    for (auto it = stash_.begin(); it != stash_.end(); ++it) {
-        if (!it->second.empty() && wanted(it->second.front())) {
-            out = it->second.front();
-            it->second.pop_front();
-            if (it->second.empty())
-                stash_.erase(it);
-            --stashed_;
-            return true;
-        }
-    }
-    return false;
-}
-
 //! [poll]
-template <typename Wanted>
-ibv_wc RDMAEndpoint::wait_for(Wanted wanted, std::optional<std::chrono::milliseconds> timeout,
-                              const std::string& what) {
-    if (!valid())
-        throw std::logic_error(what + ": the endpoint is empty (moved from)");
-    ibv_wc found{};
-    if (take_stashed(wanted, found))
-        return found;
-    const auto limit = timeout.value_or(config_.timeout);
-    const auto deadline = Clock::now() + limit;
+ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseconds timeout) {
+    const auto kept = std::find_if(stash_.begin(), stash_.end(),
+                                   [wr_id](const ibv_wc& wc) { return wc.wr_id == wr_id; });
+    if (kept != stash_.end()) {
+        const ibv_wc wc = *kept;
+        stash_.erase(kept);
+        return wc;
+    }
+    const auto deadline = Clock::now() + timeout;
     std::array<ibv_wc, 16> batch;
     for (unsigned spins = 1;; ++spins) {
-        const int n =
-            ibv_poll_cq(resources_.cq.get(), static_cast<int>(batch.size()), batch.data());
+        const int n = ibv_poll_cq(cq_.get(), static_cast<int>(batch.size()), batch.data());
         if (n < 0)
-            throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-        bool have = false;
+            throw_poll_failed();
+        std::optional<ibv_wc> found;
         const ibv_wc* failed = nullptr;
-        for (int i = 0; i < n; ++i) {
-            if (batch[i].status != IBV_WC_SUCCESS) {
-                if (failed == nullptr)
-                    failed = &batch[i];
-            } else if (!have && wanted(batch[i])) {
-                found = batch[i];
-                have = true;
+        for (const ibv_wc& wc : std::span(batch).first(static_cast<std::size_t>(n))) {
+            if (wc.status != IBV_WC_SUCCESS) {
+                failed = failed != nullptr ? failed : &wc;
+            } else if (!found && wc.wr_id == wr_id) {
+                found = wc;
             } else {
-                stash(batch[i]);
+                stash_.push_back(wc);  // kept in CQ order for a later call
             }
         }
         if (failed != nullptr) {
-            if (have)
-                stash(found);
+            if (found)
+                stash_.push_back(*found);
             throw WorkCompletionError(*failed);
         }
-        if (have)
-            return found;
+        if (found)
+            return *found;
         // Reading the clock costs more than an empty poll: look at it now and then.
         if (spins % 1024 != 0)
             continue;
-        check_stop(config_.stop_flag);
+        throw_if_stopped();  // tcp.hpp: SIGINT or SIGTERM, once install_stop_handlers() ran
         if (Clock::now() >= deadline) {
-            throw TutorialError(kExitTimeout, "no " + what + " within " + seconds_text(limit),
+            throw TutorialError(kExitTimeout,
+                                "no completion for wr_id " + std::to_string(wr_id) + " within " +
+                                    seconds_text(timeout),
                                 "is the peer still running? (a lost peer ends in "
                                 "IBV_WC_RETRY_EXC_ERR only while something is being sent)");
         }
@@ -860,43 +496,16 @@ ibv_wc RDMAEndpoint::wait_for(Wanted wanted, std::optional<std::chrono::millisec
 }
 //! [poll]
 
-ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id,
-                                     std::optional<std::chrono::milliseconds> timeout) {
-    if (stashed_ != 0) {
-        if (auto it = stash_.find(wr_id); it != stash_.end()) {
-            const ibv_wc wc = it->second.front();
-            it->second.pop_front();
-            if (it->second.empty())
-                stash_.erase(it);
-            --stashed_;
-            return wc;
-        }
-    }
-    return wait_for([wr_id](const ibv_wc& wc) { return wc.wr_id == wr_id; }, timeout,
-                    "completion for wr_id " + std::to_string(wr_id));
-}
-
-ibv_wc RDMAEndpoint::poll_send_completion(std::optional<std::chrono::milliseconds> timeout) {
-    return wait_for(is_send_side, timeout, std::string("send completion"));
-}
-
-ibv_wc RDMAEndpoint::poll_recv_completion(std::optional<std::chrono::milliseconds> timeout) {
-    return wait_for([](const ibv_wc& wc) { return !is_send_side(wc); }, timeout,
-                    std::string("receive completion"));
-}
-
-// try_poll() when something is stashed (or the endpoint is empty): the stash first, then the CQ.
+// try_poll() when completions are kept: those first, then the CQ.
 std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
-    if (!valid())
-        throw std::logic_error("try_poll: the endpoint is empty (moved from)");
     std::size_t filled = 0;
-    while (stashed_ != 0 && filled < completions.size()) {
-        (void)take_stashed([](const ibv_wc&) { return true; }, completions[filled]);
-        ++filled;
+    for (; !stash_.empty() && filled < completions.size(); ++filled) {
+        completions[filled] = stash_.front();
+        stash_.pop_front();
     }
     if (filled == completions.size())
         return filled;
-    const int n = ibv_poll_cq(resources_.cq.get(), static_cast<int>(completions.size() - filled),
+    const int n = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size() - filled),
                               completions.data() + filled);
     if (n < 0)
         throw_poll_failed();
@@ -911,14 +520,14 @@ std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
 // A batch with a failed completion: the good ones are kept for later calls, the first failure
 // is thrown.
 void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
-    const ibv_wc* failed = nullptr;
+    std::optional<ibv_wc> failed;
     for (const ibv_wc& wc : batch) {
         if (wc.status == IBV_WC_SUCCESS)
-            stash(wc);
-        else if (failed == nullptr)
-            failed = &wc;
+            stash_.push_back(wc);
+        else if (!failed)
+            failed = wc;
     }
-    throw WorkCompletionError(*failed);
+    throw WorkCompletionError(failed.value());
 }
 
 void RDMAEndpoint::throw_poll_failed() {

@@ -97,10 +97,11 @@ void Server::on_signal() {
 /// Returns the -s/-n mismatch with a v3 client (answered first, so that the client says it too),
 /// or an empty string once the client's QP is connected and answered.
 std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
-    s.endpoint = std::make_unique<RDMAEndpoint>(endpoint_config(o_, true));
+    s.endpoint = std::make_unique<RDMAEndpoint>(device_, endpoint_config(o_, true));
     RDMAEndpoint& ep = *s.endpoint;
     if (s.format == HandshakeFormat::v3) {
-        if (std::string mismatch = describe_run_mismatch(ep.local_info(), remote, true);
+        if (std::string mismatch = describe_run_mismatch(
+                with_run(ep.local_info(), handshake_settings(o_)), remote, true);
             !mismatch.empty()) {
             try {
                 answer(s);
@@ -131,7 +132,7 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
 
 /// The server's half of the handshake, in the client's format.
 void Server::answer(ClientSession& s) {
-    const PeerInfo local = s.endpoint->local_info();
+    const PeerInfo local = with_run(s.endpoint->local_info(), handshake_settings(o_));
     const std::chrono::seconds timeout(o_.timeout_seconds);
     if (s.format == HandshakeFormat::v3) {
         const HandshakeV3Message reply = encode_handshake_v3(local);
@@ -395,7 +396,7 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
     std::fflush(stdout);
     totals_.*counter += 1;
     ++ended_;
-    sessions_.erase(it);  // PingPong, then the endpoint (QP, CQ, MR, PD, channel, context)
+    sessions_.erase(it);  // PingPong, then the endpoint (QP, CQ, channel, MR, buffer)
 }
 //! [finish]
 

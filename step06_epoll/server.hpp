@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "handshake.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
@@ -67,7 +68,8 @@ Socket listen_for_clients(const Options& o);
 
 class Server {
   public:
-    explicit Server(const Options& options) : o_(options) {}
+    /// Opens the device once: every client's endpoint shares its context and PD.
+    explicit Server(const Options& options) : o_(options), device_(device_config(options)) {}
     int run();
 
   private:
@@ -96,6 +98,7 @@ class Server {
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
 
     const Options& o_;
+    const Device device_;  // declared before the sessions, whose endpoints use it
     // tcp.hpp's Socket owns any descriptor: the epoll set and the signalfd too.
     Socket epoll_;
     Socket listen_;

@@ -84,7 +84,7 @@ class AsyncEndpoint final : public ChannelClient {
   public:
     /// Registers with \p reactor; \p endpoint must be made with async_endpoint_config().
     AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const AsyncConfig& config);
-    /// close(), then the RDMAEndpoint's own destructor (QP, CQ, MR, PD, channel, context).
+    /// close(), then the RDMAEndpoint's own destructor (QP, CQ, channel, MR, buffer).
     ~AsyncEndpoint();
     AsyncEndpoint(const AsyncEndpoint&) = delete;
     AsyncEndpoint& operator=(const AsyncEndpoint&) = delete;

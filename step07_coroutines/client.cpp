@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "async_endpoint.hpp"
+#include "handshake.hpp"
 #include "measurements.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
@@ -158,14 +159,14 @@ int run_client(const Options& o) {
         latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     }
     Reactor reactor(std::chrono::milliseconds(o.safety_ms));
-    EndpointConfig config = async_endpoint_config(o);
-    config.stop_flag = &g_stop_signal;  // as step06: SIGINT ends the handshake's waits
-    AsyncEndpoint ep(reactor, RDMAEndpoint(config), async_config(o));
+    const Device device(device_config(o));
+    AsyncEndpoint ep(reactor, RDMAEndpoint(device, async_endpoint_config(o)), async_config(o));
     ep.post_initial_receives();  // the CQ armed first; receives before connecting
 
     // step06's client handshake, v3: TCP, exchange, "done", RTR, RTS. Its waits block: the
     // client has no other coroutine to run yet.
-    ep.endpoint().connect_to_peer(o.host, static_cast<std::uint16_t>(o.tcp_port));
+    connect_to_peer(ep.endpoint(), o.host, static_cast<std::uint16_t>(o.tcp_port),
+                    handshake_settings(o));
     print_address("local", ep.endpoint().local_info());
     print_address("remote", *ep.endpoint().remote_info());
     std::fflush(stdout);

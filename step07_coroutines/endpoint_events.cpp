@@ -9,7 +9,7 @@ namespace tutorial {
 
 //! [events]
 void RDMAEndpoint::request_notify() {
-    if (const int rc = ibv_req_notify_cq(resources_.cq.get(), 0); rc != 0) {
+    if (const int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_req_notify_cq");
     }
 }
@@ -26,7 +26,7 @@ bool RDMAEndpoint::get_event() {
         }
         throw std::system_error(errno, std::generic_category(), "ibv_get_cq_event");
     }
-    if (cq != resources_.cq.get()) {  // one CQ per channel here: anything else is a bug
+    if (cq != cq_.get()) {  // one CQ per channel here: anything else is a bug
         ibv_ack_cq_events(cq, 1);
         throw std::logic_error("ibv_get_cq_event returned a CQ this endpoint does not own");
     }
@@ -34,7 +34,7 @@ bool RDMAEndpoint::get_event() {
 }
 
 void RDMAEndpoint::ack(std::uint32_t count) noexcept {
-    ibv_ack_cq_events(resources_.cq.get(), count);
+    ibv_ack_cq_events(cq_.get(), count);
 }
 //! [events]
 

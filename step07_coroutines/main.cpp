@@ -154,7 +154,8 @@ void Server::shut_down() {
     for (auto& [id, s] : sessions_) {
         s->coroutine.reset();
     }
-    // 6. The verbs objects: each endpoint (QP, CQ, MR, PD, channel, context), events acked.
+    // 6. The verbs objects: each endpoint (QP, CQ, channel, MR, buffer), events acked; the
+    // device (PD, context) goes with the server.
     sessions_.clear();
     listen_watch_.reset();  // out of the epoll set, then closed
     listen_.reset();

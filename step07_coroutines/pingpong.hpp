@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cq_events.hpp"
+#include "handshake.hpp"
 #include "options.hpp"
 #include "rdma_endpoint.hpp"
 
@@ -18,22 +19,29 @@ namespace tutorial {
 
 using Clock = std::chrono::steady_clock;
 
+inline DeviceConfig device_config(const Options& o) {
+    return {o.device_name, static_cast<std::uint8_t>(o.ib_port), o.gid_index};
+}
+
 inline EndpointConfig endpoint_config(const Options& o, bool channel) {
     EndpointConfig c;
-    c.device_name = o.device_name;
-    c.port = static_cast<std::uint8_t>(o.ib_port);
-    c.gid_index = o.gid_index;
     c.buffer_size = 2 * o.size;  // [receive slot | send slot]
     c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
     c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
     c.mtu = to_ibv_mtu(o.mtu);
-    c.message_size = static_cast<std::uint32_t>(o.size);  // v3 carries -s and -n: a mismatch is
-    c.iterations = o.iters;                               // an error at connect time
-    c.timeout = std::chrono::seconds(o.timeout_seconds);
     c.cq_depth = o.cq_depth;
     c.completion_channel = channel;
     c.ack_batch = o.ack_batch;
     return c;
+}
+
+// v3 carries -s and -n: a mismatch is an error at connect time.
+inline HandshakeSettings handshake_settings(const Options& o) {
+    HandshakeSettings h;
+    h.message_size = static_cast<std::uint32_t>(o.size);
+    h.iterations = o.iters;
+    h.timeout = std::chrono::seconds(o.timeout_seconds);
+    return h;
 }
 
 inline void print_address(const char* which, const PeerInfo& info) {

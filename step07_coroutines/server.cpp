@@ -69,7 +69,9 @@ std::optional<TcpPeer> accept_now(const Socket& listener) {
 }
 
 Server::Server(const Options& options)
-    : o_(options), reactor_(std::chrono::milliseconds(options.safety_ms)) {}
+    : o_(options),
+      reactor_(std::chrono::milliseconds(options.safety_ms)),
+      device_(device_config(options)) {}
 
 /// The reactor already watches its timerfd; the server adds the listener.
 void Server::open_event_sources() {
@@ -188,10 +190,12 @@ PeerInfo Server::parse_handshake(ClientSession& s) {
 /// The client's endpoint, RTR and RTS, and the answer. A v3 client with another -s or -n is
 /// answered first (so that it says so too), then rejected.
 void Server::start_rdma(ClientSession& s, PeerInfo remote) {
-    RDMAEndpoint rdma(async_endpoint_config(o_));
-    const std::string mismatch = s.format == HandshakeFormat::v3
-                                     ? describe_run_mismatch(rdma.local_info(), remote, true)
-                                     : std::string();
+    RDMAEndpoint rdma(device_, async_endpoint_config(o_));
+    const std::string mismatch =
+        s.format == HandshakeFormat::v3
+            ? describe_run_mismatch(with_run(rdma.local_info(), handshake_settings(o_)), remote,
+                                    true)
+            : std::string();
     if (!mismatch.empty()) {
         try {
             answer(s, rdma.local_info());
@@ -223,7 +227,8 @@ void Server::start_rdma(ClientSession& s, PeerInfo remote) {
 void Server::answer(ClientSession& s, PeerInfo local) {
     const std::chrono::seconds timeout(o_.timeout_seconds);
     if (s.format == HandshakeFormat::v3) {
-        const HandshakeV3Message reply = encode_handshake_v3(local);
+        const HandshakeV3Message reply =
+            encode_handshake_v3(with_run(local, handshake_settings(o_)));
         send_all(s.socket, {reinterpret_cast<const char*>(reply.data()), reply.size()}, timeout,
                  "the handshake reply");
     } else {

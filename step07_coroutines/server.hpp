@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "async_endpoint.hpp"
+#include "handshake.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
@@ -140,6 +141,7 @@ class Server {
     const Options& o_;
     // Declared first, destroyed last: every awaiter and endpoint below refers to it.
     Reactor reactor_;
+    const Device device_;  // opened once: every client's endpoint shares its context and PD
     Socket listen_;
     std::optional<FdWatch> listen_watch_;  // after listen_: destroyed first
     std::map<std::uint64_t, std::unique_ptr<ClientSession>> sessions_;

@@ -187,26 +187,6 @@ struct AddressList {
     throw TutorialError(kExitPeer, "cannot listen on " + where + ": " + std::strerror(last_error));
 }
 
-// Waits for one client, at most timeout; returns the connected socket and names the peer.
-[[nodiscard]] inline Socket accept_client(const Socket& listener, int port,
-                                          std::chrono::seconds timeout, std::string& peer_name) {
-    if (!wait_for(listener.get(), POLLIN, Clock::now() + timeout)) {
-        throw TutorialError(kExitTimeout,
-                            "no client connected to port " + std::to_string(port) + " within " +
-                                std::to_string(timeout.count()) + " s",
-                            "start the client, or give it more time with --timeout");
-    }
-    sockaddr_storage address{};
-    socklen_t length = sizeof address;
-    Socket client(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
-                            SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (client.get() < 0) {
-        throw std::system_error(errno, std::generic_category(), "accept");
-    }
-    peer_name = endpoint_text(reinterpret_cast<sockaddr*>(&address), length);
-    return client;
-}
-
 // Connects to HOST:PORT, retrying a refused connection (no server yet) until the timeout.
 [[nodiscard]] inline Socket connect_to(const std::string& host, int port,
                                        std::chrono::seconds timeout, std::string& peer_name) {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "handshake.hpp"
 #include "rdma_endpoint.hpp"
 
 namespace {

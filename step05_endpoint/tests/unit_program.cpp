@@ -116,8 +116,17 @@ TEST(Options, GrantsRemoteAccessOnlyWhereNeeded) {
               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     EXPECT_EQ(tutorial::endpoint_config(parse({"--op", "write", "host"})).access,
               IBV_ACCESS_LOCAL_WRITE);
-    EXPECT_EQ(tutorial::endpoint_config(parse({"--rc-pingpong-compat"})).handshake,
+    EXPECT_EQ(tutorial::handshake_settings(parse({"--rc-pingpong-compat"})).format,
               tutorial::HandshakeFormat::rc_pingpong);
+}
+
+TEST(Options, HandshakeCarriesSizeAndIterations) {
+    const tutorial::HandshakeSettings settings =
+        tutorial::handshake_settings(parse({"-s", "64", "-n", "7", "--timeout", "3"}));
+    EXPECT_EQ(settings.message_size, 64u);
+    EXPECT_EQ(settings.iterations, 7u);
+    EXPECT_EQ(settings.timeout, std::chrono::seconds(3));
+    EXPECT_EQ(settings.format, tutorial::HandshakeFormat::v3);
 }
 
 TEST(Stats, KnownSamplesAsStep04AndPerftest) {

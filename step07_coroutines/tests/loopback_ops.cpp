@@ -19,6 +19,7 @@ using namespace std::chrono_literals;
 using tutorial::AsyncConfig;
 using tutorial::AsyncEndpoint;
 using tutorial::Clock;
+using tutorial::Device;
 using tutorial::EndpointConfig;
 using tutorial::RDMAEndpoint;
 using tutorial::Reactor;
@@ -57,26 +58,34 @@ AsyncConfig shape(std::uint32_t rx_depth = 16, std::uint32_t tx_depth = 8) {
     return c;
 }
 
+// One opened device for the whole test program, shared by every endpoint, as the server does.
+const Device& device() {
+    static const Device shared([] {
+        tutorial::DeviceConfig c;
+        if (const char* name = std::getenv("RDMA_DEVICE")) {
+            c.device_name = name;
+        }
+        return c;
+    }());
+    return shared;
+}
+
 EndpointConfig endpoint_config(const AsyncConfig& shape, bool channel = true) {
     EndpointConfig c;
-    if (const char* device = std::getenv("RDMA_DEVICE")) {
-        c.device_name = device;
-    }
     c.buffer_size = (std::size_t{shape.rx_depth} + 1) * shape.message_size;
     c.tx_depth = shape.tx_depth;
     c.rx_depth = shape.rx_depth;
     c.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     c.completion_channel = channel;
     c.ack_batch = 4;
-    c.timeout = 5s;
     return c;
 }
 
 // An AsyncEndpoint whose QP is connected to itself (its own local_info()).
 std::unique_ptr<AsyncEndpoint> self_connected(Reactor& reactor,
                                               const AsyncConfig& config = shape()) {
-    auto ep =
-        std::make_unique<AsyncEndpoint>(reactor, RDMAEndpoint(endpoint_config(config)), config);
+    auto ep = std::make_unique<AsyncEndpoint>(
+        reactor, RDMAEndpoint(device(), endpoint_config(config)), config);
     ep->post_initial_receives();
     ep->endpoint().connect(ep->endpoint().local_info());
     return ep;
@@ -216,8 +225,8 @@ TEST(LoopbackOps, CancelFlushesEveryRequestAndResumesEveryWaiter) {
     REQUIRE_DEVICE();
     Reactor reactor(kSafety);
     const AsyncConfig config = shape(16, 8);
-    AsyncEndpoint ep(reactor, RDMAEndpoint(endpoint_config(config, true)), config);
-    RDMAEndpoint silent(endpoint_config(config, false));
+    AsyncEndpoint ep(reactor, RDMAEndpoint(device(), endpoint_config(config, true)), config);
+    RDMAEndpoint silent(device(), endpoint_config(config, false));
     ep.post_initial_receives();
     ep.endpoint().connect(silent.local_info());
     silent.connect(ep.endpoint().local_info());
@@ -277,10 +286,10 @@ TEST(LoopbackOps, CancelDoesNotWaitForUnsignaledSendsThatCompleted) {
     REQUIRE_DEVICE();
     Reactor reactor(kSafety);
     const AsyncConfig config = shape(16, 8);
-    AsyncEndpoint ep(reactor, RDMAEndpoint(endpoint_config(config, true)), config);
-    RDMAEndpoint peer(endpoint_config(config, false));
+    AsyncEndpoint ep(reactor, RDMAEndpoint(device(), endpoint_config(config, true)), config);
+    RDMAEndpoint peer(device(), endpoint_config(config, false));
     ep.post_initial_receives();
-    peer.post_recv_batch(0, 0, kSize, 3);
+    peer.post_recv(0, 0, kSize, 3);
     ep.endpoint().connect(peer.local_info());
     peer.connect(ep.endpoint().local_info());
 

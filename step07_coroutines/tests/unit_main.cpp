@@ -157,14 +157,14 @@ TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
 TEST(Handshake, ClientSendsSizeAndIterationsInV3) {
     const Options o = parse({"-s", "64", "-n", "2000", "127.0.0.1"});
     const EndpointConfig c = endpoint_config(o, false);
-    EXPECT_EQ(c.message_size, 64u);
-    EXPECT_EQ(c.iterations, 2000u);
     EXPECT_EQ(c.buffer_size, 128u);  // [receive slot | send slot]
-    PeerInfo info;
-    info.qpn = 0x11;
-    info.length = c.buffer_size;
-    info.message_size = c.message_size;
-    info.iterations = c.iterations;
+    PeerInfo local;
+    local.qpn = 0x11;
+    local.length = c.buffer_size;
+    const PeerInfo info = with_run(local, handshake_settings(o));
+    EXPECT_EQ(info.message_size, 64u);
+    EXPECT_EQ(info.iterations, 2000u);
+    EXPECT_EQ(info.qpn, 0x11u);
     const HandshakeV3Message m = encode_handshake_v3(info);
     EXPECT_EQ(std::to_integer<int>(m[5]), 3);  // the version
     const PeerInfo back = decode_handshake_v3(m);

@@ -120,7 +120,7 @@ TEST(Options, RejectsBadValues) {
     EXPECT_THROW(parse({"--bind", "127.0.0.1", "host"}), UsageError);
     EXPECT_THROW(parse({"--nope"}), UsageError);
     EXPECT_THROW(parse({"-s", "0"}), UsageError);
-    EXPECT_THROW(parse({"-n", "1"}), UsageError);
+    EXPECT_THROW(parse({"-n", "0"}), UsageError);
     EXPECT_THROW(parse({"--warmup", "-1"}), UsageError);
     EXPECT_THROW(parse({"--latency-file="}), UsageError);
     EXPECT_THROW(parse({"--latency-file"}), UsageError);

@@ -98,7 +98,7 @@ TEST(LatencyFile, OptionIsAClientOption) {
     EXPECT_TRUE(parse({"host"}).latency_file.empty());
     EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
               "-e, --rate and --latency-file are client options (give a HOST)");
-    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a file name");
+    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a path");
     EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
 }
 

@@ -20,7 +20,7 @@
 namespace tutorial {
 
 constexpr const char* kProgram = "step06_epoll";
-constexpr const char* kStepLabel = "step06";  // --latency-file's "# label: step06 event mode"
+constexpr const char* kLatencyLabel = "step06";  // --latency-file's "# label: ", then the wait mode
 
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;
@@ -253,6 +253,19 @@ inline Options parse_options(int argc, char** argv) {
     return o;
 }
 //! [options]
+
+/// The client's wait mode, for its --latency-file label: "busy poll", "event mode" or "spin N us".
+inline std::string mode_label(const Options& o) {
+    switch (o.mode) {
+        case WaitMode::event:
+            return "event mode";
+        case WaitMode::spin:
+            return "spin " + std::to_string(o.spin_us) + " us";
+        case WaitMode::busy:
+            break;
+    }
+    return "busy poll";
+}
 
 inline ibv_mtu to_ibv_mtu(int mtu) {
     switch (mtu) {

@@ -19,7 +19,7 @@
 namespace tutorial {
 
 constexpr const char* kProgram = "step07_coroutines";
-constexpr const char* kStepLabel = "step07";  // --latency-file's "# label: step07 event mode"
+constexpr const char* kLatencyLabel = "step07";  // --latency-file's "# label: ", then "event mode"
 
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;

@@ -227,7 +227,7 @@ TEST(LatencyFile, OptionTakesAPath) {
 
 TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
     const std::vector<double> round_trips{20.0, 18.5, 1234.5678, 0.001};
-    EXPECT_EQ(latency_file_text(2, round_trips),
+    EXPECT_EQ(latency_file_text(kLatencyLabel, 2, round_trips),
               "# label: step04 busy poll\n"
               "# program: step04_pingpong\n"
               "# size: 2\n"
@@ -237,7 +237,7 @@ TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
               "9.250\n"
               "617.284\n"
               "0.001\n");
-    EXPECT_EQ(latency_file_text(4096, {}),
+    EXPECT_EQ(latency_file_text(kLatencyLabel, 4096, {}),
               "# label: step04 busy poll\n# program: step04_pingpong\n# size: 4096\n"
               "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }

@@ -193,7 +193,7 @@ ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, PingPong& pingpong) {
     const auto start = Clock::now();
     auto on_wc = [&](const ibv_wc& wc) {
         pingpong.on_completion(wc);
-        if (wc.wr_id == kRecvWrId) {
+        if (wc.wr_id == kReceiveWrId) {
             const std::chrono::duration<double, std::micro> rtt =
                 pingpong.last_receive() - pingpong.last_send();
             run.round_trips.push_back(rtt.count());

@@ -6,7 +6,6 @@
 #include "option_parser.hpp"
 
 #include <getopt.h>
-#include <infiniband/verbs.h>
 
 #include <charconv>
 #include <cstddef>
@@ -93,15 +92,15 @@ struct Options {
 
 //! [options]
 enum LongOnlyOption : int {
-    kBind = 1000,
-    kTimeout,
-    kCheck,
-    kExitAfter,
-    kAckBatch,
-    kSafetyMs,
-    kSpinUs,
-    kRate,
-    kLatencyFile
+    kOptBind = 256,
+    kOptTimeout,
+    kOptCheck,
+    kOptExitAfter,
+    kOptAckBatch,
+    kOptSafetyMs,
+    kOptSpinUs,
+    kOptRate,
+    kOptLatency
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -114,16 +113,16 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"tx-depth", required_argument, nullptr, 't'},
                                       {"cq-depth", required_argument, nullptr, 'c'},
                                       {"port", required_argument, nullptr, 'p'},
-                                      {"bind", required_argument, nullptr, kBind},
-                                      {"timeout", required_argument, nullptr, kTimeout},
-                                      {"check", no_argument, nullptr, kCheck},
-                                      {"exit-after", required_argument, nullptr, kExitAfter},
-                                      {"ack-batch", required_argument, nullptr, kAckBatch},
-                                      {"safety-ms", required_argument, nullptr, kSafetyMs},
+                                      {"bind", required_argument, nullptr, kOptBind},
+                                      {"timeout", required_argument, nullptr, kOptTimeout},
+                                      {"check", no_argument, nullptr, kOptCheck},
+                                      {"exit-after", required_argument, nullptr, kOptExitAfter},
+                                      {"ack-batch", required_argument, nullptr, kOptAckBatch},
+                                      {"safety-ms", required_argument, nullptr, kOptSafetyMs},
                                       {"events", no_argument, nullptr, 'e'},
-                                      {"spin-us", required_argument, nullptr, kSpinUs},
-                                      {"rate", required_argument, nullptr, kRate},
-                                      {"latency-file", required_argument, nullptr, kLatencyFile},
+                                      {"spin-us", required_argument, nullptr, kOptSpinUs},
+                                      {"rate", required_argument, nullptr, kOptRate},
+                                      {"latency-file", required_argument, nullptr, kOptLatency},
                                       {"verbose", no_argument, nullptr, 'v'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
@@ -175,38 +174,38 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
 /// step06's other options: --bind, --timeout, --check, the server's and the client's.
 inline void apply_option(Options& o, int c, std::string_view arg, bool& events) {
     switch (c) {
-        case kBind:
+        case kOptBind:
             o.bind_address = arg;
             break;
-        case kTimeout:
+        case kOptTimeout:
             o.timeout_seconds = static_cast<int>(parse_number(arg, "--timeout", 1, 3600));
             break;
-        case kCheck:
+        case kOptCheck:
             o.check = true;
             break;
-        case kExitAfter:
+        case kOptExitAfter:
             o.exit_after =
                 static_cast<std::uint32_t>(parse_number(arg, "--exit-after", 1, 1'000'000));
             break;
-        case kAckBatch:
+        case kOptAckBatch:
             o.ack_batch = static_cast<std::uint32_t>(parse_number(arg, "--ack-batch", 1, 1 << 20));
             break;
-        case kSafetyMs:
+        case kOptSafetyMs:
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
         case 'e':
             events = true;
             break;
-        case kSpinUs:
+        case kOptSpinUs:
             o.spin_us = static_cast<std::uint32_t>(parse_number(arg, "--spin-us", 0, 10'000'000));
             break;
-        case kLatencyFile:
+        case kOptLatency:
             if (arg.empty()) {
                 throw UsageError("--latency-file needs a path");
             }
             o.latency_file = arg;
             break;
-        case kRate:
+        case kOptRate:
             o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
         case 'v':
@@ -265,21 +264,6 @@ inline std::string mode_label(const Options& o) {
             break;
     }
     return "busy poll";
-}
-
-inline ibv_mtu to_ibv_mtu(int mtu) {
-    switch (mtu) {
-        case 256:
-            return IBV_MTU_256;
-        case 512:
-            return IBV_MTU_512;
-        case 2048:
-            return IBV_MTU_2048;
-        case 4096:
-            return IBV_MTU_4096;
-        default:
-            return IBV_MTU_1024;
-    }
 }
 
 }  // namespace tutorial

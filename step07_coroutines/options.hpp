@@ -5,7 +5,6 @@
 #include "option_parser.hpp"
 
 #include <getopt.h>
-#include <infiniband/verbs.h>
 
 #include <charconv>
 #include <cstddef>
@@ -84,14 +83,14 @@ struct Options {
 
 //! [options]
 enum LongOnlyOption : int {
-    kBind = 1000,
-    kTimeout,
-    kCheck,
-    kExitAfter,
-    kAckBatch,
-    kSafetyMs,
-    kRate,
-    kLatencyFile
+    kOptBind = 256,
+    kOptTimeout,
+    kOptCheck,
+    kOptExitAfter,
+    kOptAckBatch,
+    kOptSafetyMs,
+    kOptRate,
+    kOptLatency
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -104,14 +103,14 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"tx-depth", required_argument, nullptr, 't'},
                                       {"cq-depth", required_argument, nullptr, 'c'},
                                       {"port", required_argument, nullptr, 'p'},
-                                      {"bind", required_argument, nullptr, kBind},
-                                      {"timeout", required_argument, nullptr, kTimeout},
-                                      {"check", no_argument, nullptr, kCheck},
-                                      {"exit-after", required_argument, nullptr, kExitAfter},
-                                      {"ack-batch", required_argument, nullptr, kAckBatch},
-                                      {"safety-ms", required_argument, nullptr, kSafetyMs},
-                                      {"rate", required_argument, nullptr, kRate},
-                                      {"latency-file", required_argument, nullptr, kLatencyFile},
+                                      {"bind", required_argument, nullptr, kOptBind},
+                                      {"timeout", required_argument, nullptr, kOptTimeout},
+                                      {"check", no_argument, nullptr, kOptCheck},
+                                      {"exit-after", required_argument, nullptr, kOptExitAfter},
+                                      {"ack-batch", required_argument, nullptr, kOptAckBatch},
+                                      {"safety-ms", required_argument, nullptr, kOptSafetyMs},
+                                      {"rate", required_argument, nullptr, kOptRate},
+                                      {"latency-file", required_argument, nullptr, kOptLatency},
                                       {"verbose", no_argument, nullptr, 'v'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
@@ -163,32 +162,32 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
 /// step06's other options: --bind, --timeout, --check, the server's and the client's.
 inline void apply_option(Options& o, int c, std::string_view arg) {
     switch (c) {
-        case kBind:
+        case kOptBind:
             o.bind_address = arg;
             break;
-        case kTimeout:
+        case kOptTimeout:
             o.timeout_seconds = static_cast<int>(parse_number(arg, "--timeout", 1, 3600));
             break;
-        case kCheck:
+        case kOptCheck:
             o.check = true;
             break;
-        case kExitAfter:
+        case kOptExitAfter:
             o.exit_after =
                 static_cast<std::uint32_t>(parse_number(arg, "--exit-after", 1, 1'000'000));
             break;
-        case kAckBatch:
+        case kOptAckBatch:
             o.ack_batch = static_cast<std::uint32_t>(parse_number(arg, "--ack-batch", 1, 1 << 20));
             break;
-        case kSafetyMs:
+        case kOptSafetyMs:
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
-        case kLatencyFile:
+        case kOptLatency:
             if (arg.empty()) {
                 throw UsageError("--latency-file needs a path");
             }
             o.latency_file = arg;
             break;
-        case kRate:
+        case kOptRate:
             o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
         case 'v':
@@ -233,20 +232,5 @@ inline Options parse_options(int argc, char** argv) {
     return o;
 }
 //! [options]
-
-inline ibv_mtu to_ibv_mtu(int mtu) {
-    switch (mtu) {
-        case 256:
-            return IBV_MTU_256;
-        case 512:
-            return IBV_MTU_512;
-        case 2048:
-            return IBV_MTU_2048;
-        case 4096:
-            return IBV_MTU_4096;
-        default:
-            return IBV_MTU_1024;
-    }
-}
 
 }  // namespace tutorial

@@ -47,6 +47,8 @@ struct Options {
     // server
     std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
     std::uint32_t ack_batch = 16;
+    // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
+    // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
     // client
     WaitMode mode = WaitMode::busy;
@@ -75,18 +77,19 @@ struct Options {
       --spin-us=N        poll for up to N microseconds before sleeping (as rsocket): the client
                          then arms its CQ and sleeps; the server polls its connected clients'
                          CQs, restarting the window whenever it finds work (costs a core)
+  -v, --verbose          print more
+  -h, --help             print this help
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --ack-batch=N      acknowledge CQ events at least every N events (default 16)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   client:
   -e, --events           sleep on completion events instead of busy polling
+  for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
       --latency-file=PATH
                          write every iteration's one-way latency (usec, round trip / 2) to
                          PATH, one per line after '# ' comment lines (for plotting)
-  -v, --verbose          print more
-  -h, --help             print this help
 )";
 }
 

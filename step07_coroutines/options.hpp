@@ -44,6 +44,8 @@ struct Options {
     // server
     std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
     std::uint32_t ack_batch = 16;
+    // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
+    // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
     // client (it always waits on completion events)
     std::uint32_t rate = 0;    // messages per second; 0: as fast as possible
@@ -67,17 +69,17 @@ struct Options {
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
       --check            fill every message with a pattern and verify it (both sides)
+  -v, --verbose          print more
+  -h, --help             print this help
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --ack-batch=N      acknowledge CQ events at least every N events (default 16)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
-  client:
+  for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
       --latency-file=PATH
                          write every iteration's one-way latency (usec, round trip / 2) to
                          PATH, one per line after '# ' comment lines (for plotting)
-  -v, --verbose          print more
-  -h, --help             print this help
 )";
 }
 

@@ -6,11 +6,8 @@
 
 #include <getopt.h>
 
-#include <charconv>
-#include <cstring>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace tutorial {
 

@@ -6,12 +6,9 @@
 
 #include <getopt.h>
 
-#include <charconv>
 #include <cstddef>
-#include <cstring>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace tutorial {
 

@@ -7,12 +7,9 @@
 #include <getopt.h>
 #include <infiniband/verbs.h>
 
-#include <charconv>
 #include <cstddef>
-#include <cstring>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 namespace tutorial {

@@ -7,14 +7,11 @@
 
 #include <getopt.h>
 
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace tutorial {
 

@@ -2,14 +2,12 @@
 #pragma once
 
 #include "errors.hpp"
+#include "option_parser.hpp"
 
 #include <getopt.h>
 
-#include <charconv>
-#include <cstring>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace tutorial {
 
@@ -34,45 +32,14 @@ struct Options {
            "  -h, --help          print this help and exit\n";
 }
 
-// Parses a whole decimal number in [min, max]; anything else is a UsageError naming the option.
-[[nodiscard]] inline long long parse_number(std::string_view text, const char* option,
-                                            long long min, long long max) {
-    long long value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min ||
-        value > max) {
-        throw UsageError(std::string(option) + " must be a whole number from " +
-                         std::to_string(min) + " to " + std::to_string(max) + " (got '" +
-                         std::string(text) + "')");
-    }
-    return value;
-}
-
-// getopt's '?': an unknown option, or a long option given a value it does not take
-// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
-[[nodiscard]] inline std::string unknown_option_text(char** argv) {
-    const std::string arg = argv[optind - 1];
-    const char* cluster = argv[optind];  // still the current argument inside "-xy"
-    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
-                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
-    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
-        arg.find('=') != std::string::npos) {
-        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
-    }
-    if (optopt > 0 && optopt < 0x80) {
-        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
-    }
-    return "unknown option '" + arg + "'";
-}
-
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
-inline void apply_option(Options& options, int c, char** argv) {
+inline void apply_option(Options& options, int c, std::string_view value) {
     switch (c) {
         case 'd':
-            options.device_name = optarg;
+            options.device_name = value;
             break;
         case 'i':
-            options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
+            options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
             break;
         case 'v':
             options.verbose = true;
@@ -80,10 +47,6 @@ inline void apply_option(Options& options, int c, char** argv) {
         case 'h':
             options.help = true;
             break;
-        case ':':
-            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default:
-            throw UsageError(unknown_option_text(argv));
     }
 }
 
@@ -94,18 +57,9 @@ inline void apply_option(Options& options, int c, char** argv) {
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
     Options options;
-    opterr = 0;  // we print our own messages
-    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
-    for (;;) {
-        const int c = getopt_long(argc, argv, ":d:i:vh", long_options, nullptr);
-        if (c == -1) {
-            break;
-        }
-        apply_option(options, c, argv);
-    }
-    if (optind < argc) {
-        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
-    }
+    (void)parse_command_line(
+        argc, argv, ":d:i:vh", long_options, 0,
+        [&](int c, std::string_view value) { apply_option(options, c, value); });
     return options;
 }
 //! [parse_options]

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace tutorial {
@@ -22,9 +23,9 @@ namespace tutorial {
 // are; then one line per sample, in the order they were taken: one way (round trip / 2) in usec.
 // A sample is the time from one send to the next, so -n iterations give -n - 1 lines, the count
 // that "# iterations" gives.
-[[nodiscard]] inline std::string latency_file_text(std::size_t size,
+[[nodiscard]] inline std::string latency_file_text(std::string_view label, std::size_t size,
                                                    std::span<const double> round_trips_usec) {
-    std::string text = std::string("# label: ") + kLatencyLabel + "\n# program: " + kProgram +
+    std::string text = "# label: " + std::string(label) + "\n# program: " + kProgram +
                        "\n# size: " + std::to_string(size) +
                        "\n# iterations: " + std::to_string(round_trips_usec.size()) +
                        "\n# unit: usec one-way (round trip / 2)\n";

@@ -73,7 +73,7 @@ void run(const Options& options) {
                   .c_str());
     if (latency_file) {
         write_latency_file(latency_file.get(), options.latency_file,
-                           latency_file_text(options.size, result.round_trips));
+                           latency_file_text(kLatencyLabel, options.size, result.round_trips));
     }
 }
 //! [run]

@@ -2,16 +2,14 @@
 #pragma once
 
 #include "errors.hpp"
+#include "option_parser.hpp"
 
 #include <getopt.h>
 #include <infiniband/verbs.h>
 
-#include <charconv>
 #include <cstddef>
-#include <cstring>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace tutorial {
 
@@ -53,7 +51,7 @@ struct Options {
            "  -i, --ib-port=N      use this port, 1-255 (default 1)\n"
            "  -g, --gid-idx=N      use this GID index (default: chosen as in step 01)\n"
            "  -s, --size=BYTES     message size, 1-1073741824 (default 4096)\n"
-           "  -n, --iters=N        measured iterations, 2-100000000 (default 1000)\n"
+           "  -n, --iters=N        measured iterations, 1-100000000 (default 1000)\n"
            "  -r, --rx-depth=N     receive queue depth, 1-16777216 (default 500)\n"
            "  -t, --tx-depth=N     send queue depth, 1-16777216 (default 16)\n"
            "  -m, --mtu=BYTES      path MTU 256, 512, 1024, 2048 or 4096 (default 1024); both\n"
@@ -76,82 +74,51 @@ struct Options {
            "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 interrupted\n";
 }
 
-// Parses a whole decimal number in [min, max]; anything else is a UsageError naming the option.
-[[nodiscard]] inline long long parse_number(std::string_view text, const char* option,
-                                            long long min, long long max) {
-    long long value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min ||
-        value > max) {
-        throw UsageError(std::string(option) + " must be a whole number from " +
-                         std::to_string(min) + " to " + std::to_string(max) + " (got '" +
-                         std::string(text) + "')");
-    }
-    return value;
-}
-
 enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency, kOptPlain };
 
-// getopt's '?': an unknown option, or a long option given a value it does not take
-// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
-[[nodiscard]] inline std::string unknown_option_text(char** argv) {
-    const std::string arg = argv[optind - 1];
-    const char* cluster = argv[optind];  // still the current argument inside "-xy"
-    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
-                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
-    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
-        arg.find('=') != std::string::npos) {
-        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
-    }
-    if (optopt > 0 && optopt < 0x80) {
-        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
-    }
-    return "unknown option '" + arg + "'";
-}
-
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
-inline void apply_option(Options& options, int c, char** argv) {
+inline void apply_option(Options& options, int c, std::string_view value) {
     switch (c) {
         case 'd':
-            options.device_name = optarg;
+            options.device_name = value;
             break;
         case 'i':
-            options.ib_port = static_cast<int>(parse_number(optarg, "--ib-port", 1, 255));
+            options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
             break;
         case 's':
             options.size =
-                static_cast<std::size_t>(parse_number(optarg, "--size", 1, kMaxBufferSize));
+                static_cast<std::size_t>(parse_number(value, "--size", 1, kMaxBufferSize));
             break;
         case 'r':
-            options.rx_depth = static_cast<int>(parse_number(optarg, "--rx-depth", 1, kMaxDepth));
+            options.rx_depth = static_cast<int>(parse_number(value, "--rx-depth", 1, kMaxDepth));
             break;
         case 't':
-            options.tx_depth = static_cast<int>(parse_number(optarg, "--tx-depth", 1, kMaxDepth));
+            options.tx_depth = static_cast<int>(parse_number(value, "--tx-depth", 1, kMaxDepth));
             break;
         case 'g':
-            options.gid_index = static_cast<int>(parse_number(optarg, "--gid-idx", 0, 255));
+            options.gid_index = static_cast<int>(parse_number(value, "--gid-idx", 0, 255));
             break;
         case 'm':
-            options.mtu = static_cast<int>(parse_number(optarg, "--mtu", 256, 4096));
+            options.mtu = static_cast<int>(parse_number(value, "--mtu", 256, 4096));
             if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
                 throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
-                                 std::string(optarg) + "')");
+                                 std::string(value) + "')");
             }
             break;
         case 'p':
-            options.tcp_port = static_cast<int>(parse_number(optarg, "--port", 1, 65535));
+            options.tcp_port = static_cast<int>(parse_number(value, "--port", 1, 65535));
             break;
         case kOptBind:
-            options.bind_address = optarg;
+            options.bind_address = value;
             break;
         case kOptTimeout:
-            options.timeout_seconds = static_cast<int>(parse_number(optarg, "--timeout", 1, 3600));
+            options.timeout_seconds = static_cast<int>(parse_number(value, "--timeout", 1, 3600));
             break;
         case 'n':
-            options.iters = parse_number(optarg, "--iters", 2, 100000000);
+            options.iters = parse_number(value, "--iters", 1, 100000000);
             break;
         case kOptWarmup:
-            options.warmup = parse_number(optarg, "--warmup", 0, 100000000);
+            options.warmup = parse_number(value, "--warmup", 0, 100000000);
             break;
         case kOptCheck:
             options.check = true;
@@ -160,18 +127,14 @@ inline void apply_option(Options& options, int c, char** argv) {
             options.plain = true;
             break;
         case kOptLatency:
-            if (*optarg == '\0') {
+            if (value.empty()) {
                 throw UsageError("--latency-file needs a path");
             }
-            options.latency_file = optarg;
+            options.latency_file = value;
             break;
         case 'h':
             options.help = true;
             break;
-        case ':':
-            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default:
-            throw UsageError(unknown_option_text(argv));
     }
 }
 
@@ -194,20 +157,11 @@ inline void apply_option(Options& options, int c, char** argv) {
                                           {"help", no_argument, nullptr, 'h'},
                                           {nullptr, 0, nullptr, 0}};
     Options options;
-    opterr = 0;  // we print our own messages
-    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
-    for (;;) {
-        const int c = getopt_long(argc, argv, ":d:i:s:r:t:g:m:p:n:h", long_options, nullptr);
-        if (c == -1) {
-            break;
-        }
-        apply_option(options, c, argv);
-    }
-    if (optind < argc) {
-        options.host = argv[optind++];
-    }
-    if (optind < argc) {
-        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    const auto operands =
+        parse_command_line(argc, argv, ":d:i:s:r:t:g:m:p:n:h", long_options, 1,
+                           [&](int c, std::string_view value) { apply_option(options, c, value); });
+    if (!operands.empty()) {
+        options.host = operands[0];
     }
     if (!options.host.empty() && !options.bind_address.empty()) {
         throw UsageError("--bind is for the server; a client (HOST given) does not listen");

@@ -1,12 +1,6 @@
 // Latency figures as perftest computes them, and ibv_rc_pingpong's summary line.
 #pragma once
 
-#include "connect.hpp"
-#include "resources.hpp"
-#include "wire_format.hpp"
-
-#include <infiniband/verbs.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>

@@ -139,7 +139,7 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
                   .c_str());
     if (latency_file != nullptr) {
         write_latency_file(latency_file, options.latency_file,
-                           latency_file_text(options.size, result.round_trips));
+                           latency_file_text(kLatencyLabel, options.size, result.round_trips));
     }
 }
 //! [pingpong]

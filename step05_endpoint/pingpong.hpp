@@ -182,7 +182,7 @@ class PingPong {
         }
     }
 
-    // Receives are re-posted in batches: one post_recv_batch call for refill_batch_ of them.
+    // Receives are re-posted in batches: one post_recv call for refill_batch_ of them.
     void refill_receives() {
         if (--posted_receives_ <= plan_.rx_depth - refill_batch_) {
             endpoint_.post_recv(kReceiveWrId, 0, plan_.size,

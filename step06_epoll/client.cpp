@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "cpu_usage.hpp"
 #include "cq_events.hpp"
 #include "handshake.hpp"
-#include "measurements.hpp"
+#include "latency_file.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
+#include "stats.hpp"
 #include "tcp.hpp"
 
 namespace tutorial {
@@ -177,25 +179,25 @@ class CompletionWaiter {
     bool armed_ = false;
 };
 
-/// What the measured loop gives: its wall time, and one one-way latency per message.
+/// What the measured loop gives: its wall time, and one round trip (usec) per message.
 struct ClientRun {
     double seconds = 0;
-    std::vector<double> one_way_us;
+    std::vector<double> round_trips;
     CpuUsage cpu_before, cpu_after;
 };
 
 ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, PingPong& pingpong) {
     CompletionWaiter waiter(ep, o);
     ClientRun run;
-    run.one_way_us.reserve(o.iters);
+    run.round_trips.reserve(o.iters);
     run.cpu_before = cpu_usage();
     const auto start = Clock::now();
     auto on_wc = [&](const ibv_wc& wc) {
         pingpong.on_completion(wc);
-        if (wc.wr_id == kRecvWrId) {
+        if (wc.wr_id == kReceiveWrId) {
             const std::chrono::duration<double, std::micro> rtt =
                 pingpong.last_receive() - pingpong.last_send();
-            run.one_way_us.push_back(rtt.count() / 2);
+            run.round_trips.push_back(rtt.count());
         }
     };
     //! [client_loop]
@@ -221,15 +223,11 @@ ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, PingPong& pingpong) {
     return run;
 }
 
-/// ibv_rc_pingpong's two summary lines and the latency table.
+/// ibv_rc_pingpong's two summary lines and the latency table (stats.hpp's, as steps 04 and 05).
 void print_figures(const Options& o, const ClientRun& run) {
-    const double seconds = run.seconds;
-    const long long bytes = static_cast<long long>(o.size) * o.iters * 2;
-    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, seconds,
-                static_cast<double>(bytes) * 8.0 / seconds / 1e6);
-    std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
-                seconds * 1e6 / o.iters);
-    print_latency_table(o.size, run.one_way_us.size(), compute_latency_stats(run.one_way_us));
+    std::printf("%s", rc_pingpong_summary(o.size, o.iters, run.seconds * 1e6).c_str());
+    std::printf("%s",
+                latency_table(o.size, o.iters, compute_latency_stats(run.round_trips)).c_str());
 }
 
 /// The events the client's CQ raised, and the CPU time the run took.
@@ -257,10 +255,7 @@ void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pi
 }  // namespace
 
 int run_client(const Options& o) {
-    OutputFile latency_file;
-    if (!o.latency_file.empty()) {
-        latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
-    }
+    const OutputFile latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
     const Device device(device_config(o));
@@ -281,8 +276,9 @@ int run_client(const Options& o) {
     const ClientRun run = ping_pong(o, ep, pingpong);
     print_figures(o, run);
     if (latency_file) {
-        write_latency_file(std::move(latency_file),
-                           latency_file_text(mode_label(o), o.size, run.one_way_us));
+        const std::string label = std::string(kLatencyLabel) + " " + mode_label(o);
+        write_latency_file(latency_file.get(), o.latency_file,
+                           latency_file_text(label, o.size, run.round_trips));
     }
     print_events_and_cpu(o, ep, pingpong, run);
     return kExitOk;

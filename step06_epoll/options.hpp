@@ -3,23 +3,24 @@
 #pragma once
 
 #include "errors.hpp"
+#include "option_parser.hpp"
 
 #include <getopt.h>
-#include <infiniband/verbs.h>
 
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace tutorial {
 
 constexpr const char* kProgram = "step06_epoll";
-constexpr const char* kStepLabel = "step06";  // --latency-file's "# label: step06 event mode"
+constexpr const char* kLatencyLabel = "step06";  // --latency-file's "# label: ", then the wait mode
+
+// A buffer larger than this is a typo, not a tutorial exercise.
+constexpr long long kMaxBufferSize = 1LL << 30;
+constexpr long long kMaxDepth = 1LL << 24;
 
 enum class WaitMode { busy, event, spin };
 
@@ -43,6 +44,8 @@ struct Options {
     // server
     std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
     std::uint32_t ack_batch = 16;
+    // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
+    // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
     // client
     WaitMode mode = WaitMode::busy;
@@ -71,46 +74,33 @@ struct Options {
       --spin-us=N        poll for up to N microseconds before sleeping (as rsocket): the client
                          then arms its CQ and sleeps; the server polls its connected clients'
                          CQs, restarting the window whenever it finds work (costs a core)
+  -v, --verbose          print more
+  -h, --help             print this help
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --ack-batch=N      acknowledge CQ events at least every N events (default 16)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   client:
   -e, --events           sleep on completion events instead of busy polling
+  for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
       --latency-file=PATH
                          write every iteration's one-way latency (usec, round trip / 2) to
                          PATH, one per line after '# ' comment lines (for plotting)
-  -v, --verbose          print more
-  -h, --help             print this help
 )";
-}
-
-template <typename T>
-[[nodiscard]] T parse_number(std::string_view text, const char* option, T min, T max) {
-    long long value = 0;
-    const auto* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc{} || ptr != end || value < static_cast<long long>(min) ||
-        value > static_cast<long long>(max)) {
-        throw UsageError("invalid value '" + std::string(text) + "' for " + option + " (expected " +
-                         std::to_string(static_cast<long long>(min)) + ".." +
-                         std::to_string(static_cast<long long>(max)) + ")");
-    }
-    return static_cast<T>(value);
 }
 
 //! [options]
 enum LongOnlyOption : int {
-    kBind = 1000,
-    kTimeout,
-    kCheck,
-    kExitAfter,
-    kAckBatch,
-    kSafetyMs,
-    kSpinUs,
-    kRate,
-    kLatencyFile
+    kOptBind = 256,
+    kOptTimeout,
+    kOptCheck,
+    kOptExitAfter,
+    kOptAckBatch,
+    kOptSafetyMs,
+    kOptSpinUs,
+    kOptRate,
+    kOptLatency
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -123,16 +113,16 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"tx-depth", required_argument, nullptr, 't'},
                                       {"cq-depth", required_argument, nullptr, 'c'},
                                       {"port", required_argument, nullptr, 'p'},
-                                      {"bind", required_argument, nullptr, kBind},
-                                      {"timeout", required_argument, nullptr, kTimeout},
-                                      {"check", no_argument, nullptr, kCheck},
-                                      {"exit-after", required_argument, nullptr, kExitAfter},
-                                      {"ack-batch", required_argument, nullptr, kAckBatch},
-                                      {"safety-ms", required_argument, nullptr, kSafetyMs},
+                                      {"bind", required_argument, nullptr, kOptBind},
+                                      {"timeout", required_argument, nullptr, kOptTimeout},
+                                      {"check", no_argument, nullptr, kOptCheck},
+                                      {"exit-after", required_argument, nullptr, kOptExitAfter},
+                                      {"ack-batch", required_argument, nullptr, kOptAckBatch},
+                                      {"safety-ms", required_argument, nullptr, kOptSafetyMs},
                                       {"events", no_argument, nullptr, 'e'},
-                                      {"spin-us", required_argument, nullptr, kSpinUs},
-                                      {"rate", required_argument, nullptr, kRate},
-                                      {"latency-file", required_argument, nullptr, kLatencyFile},
+                                      {"spin-us", required_argument, nullptr, kOptSpinUs},
+                                      {"rate", required_argument, nullptr, kOptRate},
+                                      {"latency-file", required_argument, nullptr, kOptLatency},
                                       {"verbose", no_argument, nullptr, 'v'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
@@ -145,35 +135,35 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
             o.device_name = arg;
             break;
         case 'i':
-            o.ib_port = parse_number<int>(arg, "--ib-port", 1, 255);
+            o.ib_port = static_cast<int>(parse_number(arg, "--ib-port", 1, 255));
             break;
         case 'g':
-            o.gid_index = parse_number<int>(arg, "--gid-idx", 0, 255);
+            o.gid_index = static_cast<int>(parse_number(arg, "--gid-idx", 0, 255));
             break;
         case 's':
-            o.size = parse_number<std::size_t>(arg, "--size", 1, 1 << 30);
+            o.size = static_cast<std::size_t>(parse_number(arg, "--size", 1, kMaxBufferSize));
             break;
         case 'n':
-            o.iters = parse_number<std::uint32_t>(arg, "--iters", 1, 1'000'000'000);
+            o.iters = static_cast<std::uint32_t>(parse_number(arg, "--iters", 1, 100'000'000));
             break;
         case 'm':
-            o.mtu = parse_number<int>(arg, "--mtu", 256, 4096);
+            o.mtu = static_cast<int>(parse_number(arg, "--mtu", 256, 4096));
             if (o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096) {
-                throw UsageError("invalid value '" + std::string(arg) +
-                                 "' for --mtu (expected 256, 512, 1024, 2048 or 4096)");
+                throw UsageError("--mtu must be 256, 512, 1024, 2048 or 4096 (got '" +
+                                 std::string(arg) + "')");
             }
             break;
         case 'r':
-            o.rx_depth = parse_number<int>(arg, "--rx-depth", 1, 1 << 20);
+            o.rx_depth = static_cast<int>(parse_number(arg, "--rx-depth", 1, kMaxDepth));
             break;
         case 't':
-            o.tx_depth = parse_number<int>(arg, "--tx-depth", 1, 1 << 20);
+            o.tx_depth = static_cast<int>(parse_number(arg, "--tx-depth", 1, kMaxDepth));
             break;
         case 'c':
-            o.cq_depth = parse_number<std::uint32_t>(arg, "--cq-depth", 4, 1 << 22);
+            o.cq_depth = static_cast<std::uint32_t>(parse_number(arg, "--cq-depth", 4, 1 << 22));
             break;
         case 'p':
-            o.tcp_port = parse_number<int>(arg, "--port", 1, 65535);
+            o.tcp_port = static_cast<int>(parse_number(arg, "--port", 1, 65535));
             break;
         default:
             return false;
@@ -181,58 +171,42 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
     return true;
 }
 
-// getopt's '?': an unknown option, or a long option given a value it does not take
-// ("--check=1": getopt then sets optopt to that option's value, which is not a character).
-[[nodiscard]] inline std::string unknown_option_text(char** argv) {
-    const std::string arg = argv[optind - 1];
-    const char* cluster = argv[optind];  // still the current argument inside "-xy"
-    const bool in_cluster = cluster != nullptr && cluster[0] == '-' && cluster[1] != '-' &&
-                            optopt > 0 && optopt < 0x80 && std::strchr(cluster + 1, optopt);
-    if (optopt != 0 && !in_cluster && arg.rfind("--", 0) == 0 &&
-        arg.find('=') != std::string::npos) {
-        return "option '" + arg.substr(0, arg.find('=')) + "' takes no value";
-    }
-    if (optopt > 0 && optopt < 0x80) {
-        return std::string("unknown option '-") + static_cast<char>(optopt) + "'";
-    }
-    return "unknown option '" + arg + "'";
-}
-
 /// step06's other options: --bind, --timeout, --check, the server's and the client's.
-inline void apply_option(Options& o, int c, std::string_view arg, bool& events, char** argv) {
+inline void apply_option(Options& o, int c, std::string_view arg, bool& events) {
     switch (c) {
-        case kBind:
+        case kOptBind:
             o.bind_address = arg;
             break;
-        case kTimeout:
-            o.timeout_seconds = parse_number<int>(arg, "--timeout", 1, 3600);
+        case kOptTimeout:
+            o.timeout_seconds = static_cast<int>(parse_number(arg, "--timeout", 1, 3600));
             break;
-        case kCheck:
+        case kOptCheck:
             o.check = true;
             break;
-        case kExitAfter:
-            o.exit_after = parse_number<std::uint32_t>(arg, "--exit-after", 1, 1'000'000);
+        case kOptExitAfter:
+            o.exit_after =
+                static_cast<std::uint32_t>(parse_number(arg, "--exit-after", 1, 1'000'000));
             break;
-        case kAckBatch:
-            o.ack_batch = parse_number<std::uint32_t>(arg, "--ack-batch", 1, 1 << 20);
+        case kOptAckBatch:
+            o.ack_batch = static_cast<std::uint32_t>(parse_number(arg, "--ack-batch", 1, 1 << 20));
             break;
-        case kSafetyMs:
-            o.safety_ms = parse_number<int>(arg, "--safety-ms", 1, 60'000);
+        case kOptSafetyMs:
+            o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
         case 'e':
             events = true;
             break;
-        case kSpinUs:
-            o.spin_us = parse_number<std::uint32_t>(arg, "--spin-us", 0, 10'000'000);
+        case kOptSpinUs:
+            o.spin_us = static_cast<std::uint32_t>(parse_number(arg, "--spin-us", 0, 10'000'000));
             break;
-        case kLatencyFile:
+        case kOptLatency:
             if (arg.empty()) {
-                throw UsageError("--latency-file needs a file name");
+                throw UsageError("--latency-file needs a path");
             }
             o.latency_file = arg;
             break;
-        case kRate:
-            o.rate = parse_number<std::uint32_t>(arg, "--rate", 1, 10'000'000);
+        case kOptRate:
+            o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
         case 'v':
             o.verbose = true;
@@ -240,10 +214,6 @@ inline void apply_option(Options& o, int c, std::string_view arg, bool& events, 
         case 'h':
             o.help = true;
             break;
-        case ':':
-            throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default:
-            throw UsageError(unknown_option_text(argv));
     }
 }
 
@@ -269,42 +239,31 @@ inline void check_option_combinations(Options& o, bool events) {
 inline Options parse_options(int argc, char** argv) {
     Options o;
     bool events = false;
-    optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
-    opterr = 0;
-    for (;;) {
-        const int c = getopt_long(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", kLongOptions, nullptr);
-        if (c == -1) {
-            break;
-        }
-        const std::string_view arg = optarg ? optarg : "";
-        if (!apply_pingpong_option(o, c, arg)) {
-            apply_option(o, c, arg, events, argv);
-        }
-    }
-    if (optind < argc) {
-        o.host = argv[optind++];
-    }
-    if (optind < argc) {
-        throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+    const auto operands = parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", kLongOptions,
+                                             1, [&](int c, std::string_view arg) {
+                                                 if (!apply_pingpong_option(o, c, arg)) {
+                                                     apply_option(o, c, arg, events);
+                                                 }
+                                             });
+    if (!operands.empty()) {
+        o.host = operands[0];
     }
     check_option_combinations(o, events);
     return o;
 }
 //! [options]
 
-inline ibv_mtu to_ibv_mtu(int mtu) {
-    switch (mtu) {
-        case 256:
-            return IBV_MTU_256;
-        case 512:
-            return IBV_MTU_512;
-        case 2048:
-            return IBV_MTU_2048;
-        case 4096:
-            return IBV_MTU_4096;
-        default:
-            return IBV_MTU_1024;
+/// The client's wait mode, for its --latency-file label: "busy poll", "event mode" or "spin N us".
+inline std::string mode_label(const Options& o) {
+    switch (o.mode) {
+        case WaitMode::event:
+            return "event mode";
+        case WaitMode::spin:
+            return "spin " + std::to_string(o.spin_us) + " us";
+        case WaitMode::busy:
+            break;
     }
+    return "busy poll";
 }
 
 }  // namespace tutorial

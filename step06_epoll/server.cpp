@@ -22,8 +22,8 @@
 #include <system_error>
 #include <utility>
 
+#include "cpu_usage.hpp"
 #include "cq_events.hpp"
-#include "measurements.hpp"
 
 namespace tutorial {
 

@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "async_endpoint.hpp"
+#include "cpu_usage.hpp"
 #include "handshake.hpp"
-#include "measurements.hpp"
+#include "latency_file.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
 #include "reactor.hpp"
+#include "stats.hpp"
 #include "task.hpp"
 #include "tcp.hpp"
 
@@ -26,7 +28,7 @@ namespace {
 /// What the client coroutine measures, and what its watchdog reads.
 struct ClientRun {
     double seconds = 0;
-    std::vector<double> one_way_us;  // reserved up front: no allocation per message
+    std::vector<double> round_trips;  // usec; reserved up front: no allocation per message
     CpuUsage cpu_before, cpu_after;
     std::uint32_t verified = 0;
     bool awaiting_completion = false;  // in the loop, not pacing: --timeout applies
@@ -77,7 +79,7 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
         check_reply(reply, i, o, run);
         ep.repost(reply.slot);
         const std::chrono::duration<double, std::micro> rtt = replied_at - sent_at;
-        run.one_way_us.push_back(rtt.count() / 2);
+        run.round_trips.push_back(rtt.count());
     }
     co_await ep.sends_done();  // as step06: done when the last send has completed too
     run.awaiting_completion = false;
@@ -90,13 +92,9 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
 
 /// ibv_rc_pingpong's two summary lines and the latency table.
 void print_figures(const Options& o, const ClientRun& run) {
-    const double seconds = run.seconds;
-    const long long bytes = static_cast<long long>(o.size) * o.iters * 2;
-    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, seconds,
-                static_cast<double>(bytes) * 8.0 / seconds / 1e6);
-    std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, seconds,
-                seconds * 1e6 / o.iters);
-    print_latency_table(o.size, run.one_way_us.size(), compute_latency_stats(run.one_way_us));
+    std::printf("%s", rc_pingpong_summary(o.size, o.iters, run.seconds * 1e6).c_str());
+    std::printf("%s",
+                latency_table(o.size, o.iters, compute_latency_stats(run.round_trips)).c_str());
 }
 
 /// The events the client's CQ raised (after the endpoint's close(): every queued event taken
@@ -154,10 +152,7 @@ void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const Clie
 }  // namespace
 
 int run_client(const Options& o) {
-    OutputFile latency_file;
-    if (!o.latency_file.empty()) {
-        latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
-    }
+    const OutputFile latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     Reactor reactor(std::chrono::milliseconds(o.safety_ms));
     const Device device(device_config(o));
     AsyncEndpoint ep(reactor, RDMAEndpoint(device, async_endpoint_config(o)), async_config(o));
@@ -172,7 +167,7 @@ int run_client(const Options& o) {
     std::fflush(stdout);
 
     ClientRun run;
-    run.one_way_us.reserve(o.iters);
+    run.round_trips.reserve(o.iters);
     run.cpu_before = cpu_usage();
     Task<void> task = ping_pong(reactor, ep, o, run);
     run_to_end(reactor, task, o, run);
@@ -180,8 +175,9 @@ int run_client(const Options& o) {
 
     print_figures(o, run);
     if (latency_file) {
-        write_latency_file(std::move(latency_file),
-                           latency_file_text("event mode", o.size, run.one_way_us));
+        write_latency_file(
+            latency_file.get(), o.latency_file,
+            latency_file_text(std::string(kLatencyLabel) + " event mode", o.size, run.round_trips));
     }
     print_events_and_cpu(o, ep, run);
     return kExitOk;

@@ -13,11 +13,11 @@
 #include "cq_events.hpp"
 #include "handshake.hpp"
 #include "options.hpp"
+#include "qp_transitions.hpp"
 #include "rdma_endpoint.hpp"
+#include "tcp.hpp"
 
 namespace tutorial {
-
-using Clock = std::chrono::steady_clock;
 
 inline DeviceConfig device_config(const Options& o) {
     return {o.device_name, static_cast<std::uint8_t>(o.ib_port), o.gid_index};
@@ -28,7 +28,7 @@ inline EndpointConfig endpoint_config(const Options& o, bool channel) {
     c.buffer_size = 2 * o.size;  // [receive slot | send slot]
     c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
     c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
-    c.mtu = to_ibv_mtu(o.mtu);
+    c.mtu = *mtu_from_bytes(o.mtu);  // parse_options allows IB MTUs only
     c.cq_depth = o.cq_depth;
     c.completion_channel = channel;
     c.ack_batch = o.ack_batch;
@@ -51,14 +51,11 @@ inline void print_address(const char* which, const PeerInfo& info) {
 
 // ------------------------------------------------------------ payload check
 
-/// The --check pattern's byte `k` of message `iter` sent by `side` (0 client, 1 server): the
-/// iteration number in the first bytes, then bytes derived from it.
+/// The --check pattern's byte `k` of message `iter` sent by `side` (0 client, 1 server): step04's
+/// pattern, byte k of message id is (id + k) mod 251, where id = 2 * iter + side.
 [[nodiscard]] inline std::byte payload_byte(std::size_t k, std::uint32_t iter, int side) {
-    const std::uint32_t v = k < 4 ? (iter >> (8 * k))
-                                  : (iter * 2654435761u + static_cast<std::uint32_t>(k) * 40503u +
-                                     static_cast<std::uint32_t>(side) * 97u) >>
-                                        13;
-    return static_cast<std::byte>(v & 0xff);
+    const std::uint64_t id = std::uint64_t{iter} * 2 + static_cast<std::uint64_t>(side);
+    return static_cast<std::byte>((id + k) % 251);
 }
 
 inline void fill_payload(std::span<std::byte> message, std::uint32_t iter, int side) {

@@ -3,7 +3,8 @@
 
 For each step folder ROOT/step0[1-9]_*/ that declares a base step in its BASE
 file (tests/step_base.py: in Part I the previous step, in Part II the core step
-it branches from), the function and type names that the base step's sources
+it branches from), the names of functions, types, constants (constexpr or const variables at
+namespace scope), enumerators and data members that the base step's sources
 (*.cpp, *.hpp; not tests/) define and this step's no longer define must be
 listed in this step's chapter.md, in a section headed "Names changed since the
 previous step" (any heading level; "since the base step" where the base is not
@@ -236,6 +237,11 @@ def scan(text):
             if m:
                 found.append(dict(kind="type", name=m.group(1), qualified=_qualify(scopes, m.group(1)),
                                   first=line_of(i), last=line_of(i), ctor=False))
+            else:
+                in_class = bool(scopes) and scopes[-1][0] == "class"
+                for name in declared_variables(stmt, in_class):
+                    found.append(dict(kind="variable", name=name, qualified=_qualify(scopes, name),
+                                      first=line_of(i), last=line_of(i), ctor=False))
             header_start, extra = i + 1, ""
         elif c == "}":
             if scopes:
@@ -256,6 +262,11 @@ def scan(text):
                 if kind == "enum" and name:
                     found.append(dict(kind="type", name=name, qualified=_qualify(scopes, name),
                                       first=line_of(i), last=line_of(end), ctor=False))
+                if kind == "enum":
+                    for enumerator in enumerators(code[i + 1:end]):
+                        found.append(dict(kind="enumerator", name=enumerator,
+                                          qualified=_qualify(scopes, enumerator),
+                                          first=line_of(i), last=line_of(end), ctor=False))
                 if kind == "function":
                     parts = name.split("::")
                     short = parts[-1]
@@ -275,6 +286,60 @@ def scan(text):
                 i = end
         i += 1
     return found
+
+
+def _split_top(text, sep=","):
+    """text split at sep outside (), <>, [] and {}."""
+    parts, depth, start = [], 0, 0
+    for k, c in enumerate(text):
+        if c in "(<[{":
+            depth += 1
+        elif c in ")>]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    parts.append(text[start:])
+    return parts
+
+
+def enumerators(body):
+    """The enumerator names in an enum's body."""
+    names = []
+    for part in _split_top(body):
+        m = re.match(r"\s*([A-Za-z_]\w*)", part)
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+VARIABLE_SKIP = re.compile(r"^(?:using|typedef|friend|static_assert|return|template|enum|class|struct|"
+                           r"union|namespace|extern\s*\"|operator)\b")
+
+
+def declared_variables(stmt, in_class):
+    """The variables a declaration statement (without its ';') declares: every data member of a
+    class, and at namespace scope the constants (constexpr or const)."""
+    if not stmt or VARIABLE_SKIP.match(stmt):
+        return []
+    if not in_class and not re.search(r"\b(?:constexpr|const)\b", stmt.split("=")[0]):
+        return []
+    declarators = _split_top(stmt)
+    first = declarators[0]
+    # the first declarator carries the type: "std::uint64_t a = 0" -> its last name before = { [
+    head = re.split(r"=|\{|\[", first, maxsplit=1)[0]
+    if "(" in head:  # a function declaration, or a member function pointer: not counted
+        return []
+    names = []
+    m = re.search(r"([A-Za-z_]\w*)\s*$", head)
+    if not m or m.start() == 0:  # a lone word is no declaration
+        return []
+    names.append(m.group(1))
+    for extra in declarators[1:]:
+        m = re.match(r"\s*[*&]*\s*([A-Za-z_]\w*)\s*(?:=|\{|\[|$)", extra)
+        if m:
+            names.append(m.group(1))
+    return names
 
 
 def _qualify(scopes, name):

@@ -120,7 +120,7 @@ TEST(Options, RejectsBadValues) {
     EXPECT_THROW(parse({"--bind", "127.0.0.1", "host"}), UsageError);
     EXPECT_THROW(parse({"--nope"}), UsageError);
     EXPECT_THROW(parse({"-s", "0"}), UsageError);
-    EXPECT_THROW(parse({"-n", "1"}), UsageError);
+    EXPECT_THROW(parse({"-n", "0"}), UsageError);
     EXPECT_THROW(parse({"--warmup", "-1"}), UsageError);
     EXPECT_THROW(parse({"--latency-file="}), UsageError);
     EXPECT_THROW(parse({"--latency-file"}), UsageError);
@@ -227,7 +227,7 @@ TEST(LatencyFile, OptionTakesAPath) {
 
 TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
     const std::vector<double> round_trips{20.0, 18.5, 1234.5678, 0.001};
-    EXPECT_EQ(latency_file_text(2, round_trips),
+    EXPECT_EQ(latency_file_text(kLatencyLabel, 2, round_trips),
               "# label: step04 busy poll\n"
               "# program: step04_pingpong\n"
               "# size: 2\n"
@@ -237,7 +237,7 @@ TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
               "9.250\n"
               "617.284\n"
               "0.001\n");
-    EXPECT_EQ(latency_file_text(4096, {}),
+    EXPECT_EQ(latency_file_text(kLatencyLabel, 4096, {}),
               "# label: step04 busy poll\n# program: step04_pingpong\n# size: 4096\n"
               "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }

@@ -24,9 +24,9 @@ expect_line badport err "step04_pingpong: --port must be a whole number from 1 t
 run_cmd badmtu "$prog" -m 1000
 expect_exit badmtu 2
 expect_line badmtu err "step04_pingpong: --mtu must be 256, 512, 1024, 2048 or 4096 (got '1000')"
-run_cmd iters "$prog" -n 1
+run_cmd iters "$prog" -n 0
 expect_exit iters 2
-expect_line iters err "step04_pingpong: --iters must be a whole number from 2 to 100000000 (got '1')"
+expect_line iters err "step04_pingpong: --iters must be a whole number from 1 to 100000000 (got '0')"
 # --latency-file is opened before anything else: a bad path is a usage error (exit 2), even
 # where there is no RDMA device at all (which would be exit 3).
 run_cmd badfile "$prog" --latency-file /nonexistent-dir/lat.txt

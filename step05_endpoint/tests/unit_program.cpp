@@ -155,7 +155,7 @@ TEST(Stats, KnownSamplesAsStep04AndPerftest) {
 
 TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
     const std::vector<double> round_trips{20.0, 18.5, 1234.5678, 0.001};
-    EXPECT_EQ(tutorial::latency_file_text(2, round_trips),
+    EXPECT_EQ(tutorial::latency_file_text(tutorial::kLatencyLabel, 2, round_trips),
               "# label: step05 busy poll\n"
               "# program: step05_endpoint\n"
               "# size: 2\n"
@@ -165,7 +165,7 @@ TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
               "9.250\n"
               "617.284\n"
               "0.001\n");
-    EXPECT_EQ(tutorial::latency_file_text(4096, {}),
+    EXPECT_EQ(tutorial::latency_file_text(tutorial::kLatencyLabel, 4096, {}),
               "# label: step05 busy poll\n# program: step05_endpoint\n# size: 4096\n"
               "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }

@@ -1,4 +1,4 @@
-// Step 07 unit tests, step06's ported: options, the handshake formats, payload and stats.
+// Step 07 unit tests, step06's ported: options, the handshake formats and payload.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../measurements.hpp"
+#include "../latency_file.hpp"
 #include "../options.hpp"
 #include "../pingpong.hpp"
 #include "../server.hpp"
@@ -91,25 +91,8 @@ TEST(LatencyFile, OptionIsAClientOption) {
     EXPECT_TRUE(parse({"host"}).latency_file.empty());
     EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
               "--rate and --latency-file are client options (give a HOST)");
-    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a file name");
+    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a path");
     EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
-}
-
-TEST(LatencyFile, WriterTextIsExact) {
-    const std::vector<double> samples = {1.0, 2.5, 1234.56789, 0.0004};
-    EXPECT_EQ(latency_file_text("event mode", 64, samples),
-              "# label: step07 event mode\n"
-              "# program: step07_coroutines\n"
-              "# size: 64\n"
-              "# iterations: 4\n"
-              "# unit: usec one-way (round trip / 2)\n"
-              "1.000\n"
-              "2.500\n"
-              "1234.568\n"
-              "0.000\n");
-    EXPECT_EQ(latency_file_text("event mode", 4096, {}),
-              "# label: step07 event mode\n# program: step07_coroutines\n# size: 4096\n"
-              "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
 }
 
 TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
@@ -121,22 +104,6 @@ TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
                      "cannot open --latency-file '/nonexistent-step07-dir/x.lat': No such file or "
                      "directory");
     }
-}
-
-TEST(LatencyFile, WritesWhatTheFormatterGives) {
-    char path[] = "/tmp/step07_latency_XXXXXX";
-    const int fd = ::mkstemp(path);
-    ASSERT_GE(fd, 0);
-    ::close(fd);
-    const std::string text = latency_file_text("busy poll", 8, std::vector<double>{3.25});
-    write_latency_file(open_latency_file(path), text);
-    std::FILE* in = std::fopen(path, "r");
-    ASSERT_NE(in, nullptr);
-    std::string back(256, '\0');
-    back.resize(std::fread(back.data(), 1, back.size(), in));
-    std::fclose(in);
-    ::unlink(path);
-    EXPECT_EQ(back, text);
 }
 
 TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
@@ -189,23 +156,6 @@ TEST(Payload, PatternDependsOnIterationAndSide) {
     std::vector<std::byte> one(1);
     fill_payload(one, 300, kServerSide);
     EXPECT_TRUE(payload_ok(one, 300, kServerSide));
-}
-
-TEST(Stats, MedianPercentilesAndSpread) {
-    std::vector<double> samples;
-    for (int i = 1; i <= 1000; ++i) {
-        samples.push_back(i);
-    }
-    const LatencyStats s = compute_latency_stats(samples);
-    EXPECT_DOUBLE_EQ(s.min, 1);
-    EXPECT_DOUBLE_EQ(s.max, 1000);
-    EXPECT_DOUBLE_EQ(s.typical, 501) << "samples[n/2] of the sorted samples";
-    EXPECT_DOUBLE_EQ(s.average, 500.5);
-    EXPECT_DOUBLE_EQ(s.p99, 990) << "nearest rank: ceil(0.99 * 1000) = 990th";
-    EXPECT_DOUBLE_EQ(s.p999, 999);
-    EXPECT_NEAR(s.stdev, 288.675, 0.001);
-    EXPECT_DOUBLE_EQ(compute_latency_stats({5}).p999, 5);
-    EXPECT_DOUBLE_EQ(compute_latency_stats({}).typical, 0);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ expect_exit novalue0 2
 expect_line novalue0 err "$prog: option '--check' takes no value"
 run_cmd badn "$bin" -n 12x 127.0.0.1
 expect_exit badn 2
-expect_line badn err "$prog: invalid value '12x' for --iters (expected 1..1000000000)"
+expect_line badn err "$prog: --iters must be a whole number from 1 to 100000000 (got '12x')"
 run_cmd clientopt "$bin" --rate 10
 expect_exit clientopt 2
 expect_line clientopt err "$prog: --rate and --latency-file are client options (give a HOST)"

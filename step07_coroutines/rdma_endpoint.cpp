@@ -27,9 +27,10 @@ namespace tutorial {
 
 namespace {
 
-std::string hex32(std::uint64_t value, int width) {
-    char text[24];
-    std::snprintf(text, sizeof text, "0x%0*llx", width, static_cast<unsigned long long>(value));
+// A completion's vendor_err, the device's own error code, in hex: "0x1f".
+std::string vendor_err_text(std::uint32_t vendor_err) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%x", vendor_err);
     return text;
 }
 
@@ -89,7 +90,7 @@ WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
-                        ", vendor_err " + hex32(wc.vendor_err, 1),
+                        ", vendor_err " + vendor_err_text(wc.vendor_err),
                     likely_cause(wc.status)),
       wc_(wc) {}
 

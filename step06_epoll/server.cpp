@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -63,6 +64,10 @@ void Server::accept_clients() {
             if (errno == EINTR) {
                 continue;
             }
+            if (errno == EMFILE || errno == ENFILE) {
+                refuse_at_fd_limit();
+                return;
+            }
             throw std::system_error(errno, std::generic_category(), "accept4");
         }
         const int one = 1;
@@ -80,6 +85,27 @@ void Server::accept_clients() {
                         static_cast<unsigned long long>(id), s.peer.c_str());
         }
     }
+}
+
+/// How a client refused for want of a file descriptor is told about: the limit and who holds it.
+std::string Server::fd_limit_text(std::size_t other_clients) const {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    return "out of file descriptors (open-file limit " + std::to_string(limit.rlim_cur) +
+           ", ulimit -n; " + std::to_string(other_clients) +
+           " client(s) hold theirs): new clients are served again once some end";
+}
+
+/// accept4 found no free fd (it says so even when no client waits). A waiting client would stay
+/// in the listen backlog, and level-triggered epoll would report the listener again at once,
+/// forever. The spare fd kept for this moment makes room to accept the client and close it at
+/// once (it sees the connection close); then the spare is taken again.
+void Server::refuse_at_fd_limit() {
+    spare_fd_.reset();
+    if (Socket(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC)).get() >= 0) {
+        std::printf("server: refused a client: %s\n", fd_limit_text(sessions_.size()).c_str());
+    }  // closed here, before the spare is taken again
+    spare_fd_ = Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
 void Server::on_signal() {
@@ -226,6 +252,14 @@ void Server::take_handshake(ClientSession& s) {
             finish(s.id, "rejected: " + mismatch, &ServerTotals::rejected);
             return;
         }
+    } catch (const std::system_error& e) {
+        if (e.code().value() == EMFILE || e.code().value() == ENFILE) {  // e.g. the channel's fd
+            finish(s.id, "rejected: " + fd_limit_text(sessions_.size() - 1) + " (" + e.what() + ")",
+                   &ServerTotals::rejected);
+        } else {
+            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        }
+        return;
     } catch (const std::exception& e) {
         finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
         return;

@@ -2,6 +2,7 @@
 // the channel service and the safety net are in main.cpp (the lesson); the rest in server.cpp.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 
 #include <cstddef>
@@ -84,6 +85,8 @@ class Server {
     // server.cpp: everything else
     void watch(int fd, std::uint64_t data);
     void accept_clients();
+    void refuse_at_fd_limit();
+    [[nodiscard]] std::string fd_limit_text(std::size_t other_clients) const;
     void on_signal();
     void on_socket(ClientSession& s);
     void take_handshake(ClientSession& s);
@@ -102,6 +105,8 @@ class Server {
     // tcp.hpp's Socket owns any descriptor: the epoll set and the signalfd too.
     Socket epoll_;
     Socket listen_;
+    // Kept free for the moment no other fd is: see refuse_at_fd_limit().
+    Socket spare_fd_{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
     Socket signal_fd_;
     std::map<std::uint64_t, ClientSession> sessions_;
     std::uint64_t next_id_ = 1;

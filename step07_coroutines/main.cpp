@@ -1,5 +1,6 @@
 // Step 07: C++20 coroutines over step06's event loop: one coroutine per connection, one thread.
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -66,6 +67,9 @@ Task<void> Server::accept_loop() {
             ClientSession& s = add_session(std::move(*peer));
             s.coroutine = serve_client(s);
             reactor_.spawn(s.coroutine);
+        }
+        if (errno == EMFILE || errno == ENFILE) {  // accept_now's accept4 found no free fd
+            refuse_at_fd_limit();
         }
     }
 }

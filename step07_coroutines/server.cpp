@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,7 +58,8 @@ std::optional<TcpPeer> accept_now(const Socket& listener) {
                                     SOCK_NONBLOCK | SOCK_CLOEXEC)),
                    {}};
     if (client.socket.get() < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR ||
+            errno == EMFILE || errno == ENFILE) {  // the last two: see refuse_at_fd_limit()
             return std::nullopt;
         }
         throw std::system_error(errno, std::generic_category(), "accept4");
@@ -355,7 +357,33 @@ Outcome Server::ended_by(const ClientSession& s, const std::exception& e) const 
     if (s.stop) {
         return *s.stop;
     }
+    if (const auto* error = dynamic_cast<const std::system_error*>(&e);
+        error != nullptr && (error->code().value() == EMFILE || error->code().value() == ENFILE)) {
+        return {"rejected: " + fd_limit_text(sessions_.size() - 1) + " (" + e.what() + ")",
+                &ServerTotals::rejected};  // e.g. the endpoint's completion channel
+    }
     return {std::string("failed: ") + e.what(), &ServerTotals::failed};
+}
+
+/// How a client refused for want of a file descriptor is told about: the limit and who holds it.
+std::string Server::fd_limit_text(std::size_t other_clients) const {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    return "out of file descriptors (open-file limit " + std::to_string(limit.rlim_cur) +
+           ", ulimit -n; " + std::to_string(other_clients) +
+           " client(s) hold theirs): new clients are served again once some end";
+}
+
+/// accept4 found no free fd (it says so even when no client waits). A waiting client would stay
+/// in the listen backlog, and level-triggered epoll would report the listener again at once,
+/// forever. The spare fd kept for this moment makes room to accept the client and close it at
+/// once (it sees the connection close); then the spare is taken again.
+void Server::refuse_at_fd_limit() {
+    spare_fd_.reset();
+    if (Socket(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC)).get() >= 0) {
+        std::printf("server: refused a client: %s\n", fd_limit_text(sessions_.size()).c_str());
+    }  // closed here, before the spare is taken again
+    spare_fd_ = Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
 //! [finish]

@@ -1,6 +1,7 @@
 // Step 07: the server's pieces: a session per client, with its coroutine and endpoint; totals.
 #pragma once
 
+#include <fcntl.h>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -135,6 +136,8 @@ class Server {
     void stop(ClientSession& s, Outcome outcome);
     [[nodiscard]] Outcome silent_outcome(const ClientSession& s) const;
     [[nodiscard]] Outcome ended_by(const ClientSession& s, const std::exception& e) const;
+    [[nodiscard]] std::string fd_limit_text(std::size_t other_clients) const;
+    void refuse_at_fd_limit();
     void finish(ClientSession& s, const Outcome& outcome);
     void print_totals() const;
 
@@ -143,6 +146,8 @@ class Server {
     Reactor reactor_;
     const Device device_;  // opened once: every client's endpoint shares its context and PD
     Socket listen_;
+    // Kept free for the moment no other fd is: see refuse_at_fd_limit().
+    Socket spare_fd_{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
     std::optional<FdWatch> listen_watch_;  // after listen_: destroyed first
     std::map<std::uint64_t, std::unique_ptr<ClientSession>> sessions_;
     Task<void> accepting_;

@@ -1,4 +1,5 @@
 // Step 06: epoll-driven completions, done right: one thread serves many ping-pong clients.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -92,6 +93,14 @@ void Server::open_event_sources() {
         throw std::system_error(errno, std::generic_category(), "signalfd");
     }
     watch(signal_fd_.get(), tag(0, kSignal));
+    // The device's async events (a port down, a QP or CQ error) come on its context's async_fd;
+    // non-blocking, so that ibv_get_async_event() returns when none is left.
+    const int async_fd = device_.context()->async_fd;
+    if (const int flags = ::fcntl(async_fd, F_GETFL);
+        flags < 0 || ::fcntl(async_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        throw std::system_error(errno, std::generic_category(), "fcntl(async_fd, O_NONBLOCK)");
+    }
+    watch(async_fd, tag(0, kAsync));
     listen_ = listen_for_clients(o_);
     watch(listen_.get(), tag(0, kListen));
     const std::string spin = o_.spin_us == 0
@@ -103,16 +112,20 @@ void Server::open_event_sources() {
     std::fflush(stdout);
 }
 
-/// What one ready descriptor means, from its tag: the kind in the low 2 bits, the client above.
+/// What one ready descriptor means, from its tag: the kind in the low 3 bits, the client above.
 void Server::dispatch(std::uint64_t data) {
-    const auto kind = static_cast<Kind>(data & 3);
-    const std::uint64_t id = data >> 2;
+    const auto kind = static_cast<Kind>(data & 7);
+    const std::uint64_t id = data >> 3;
     if (kind == kListen) {
         accept_clients();
         return;
     }
     if (kind == kSignal) {
         on_signal();
+        return;
+    }
+    if (kind == kAsync) {
+        on_async_event();
         return;
     }
     auto it = sessions_.find(id);

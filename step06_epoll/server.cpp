@@ -23,6 +23,7 @@
 #include <system_error>
 #include <utility>
 
+#include "async_events.hpp"
 #include "cpu_usage.hpp"
 #include "cq_events.hpp"
 
@@ -118,6 +119,30 @@ void Server::on_signal() {
         stopping_ = true;
     }
 }
+
+//! [on_async_event]
+/// Each async event is printed and acked. A fatal one ends the connection whose QP or CQ it names:
+/// after the ack, since ibv_destroy_qp() and ibv_destroy_cq() wait for their events' acks.
+void Server::on_async_event() {
+    ibv_async_event event{};
+    while (ibv_get_async_event(device_.context(), &event) == 0) {
+        std::optional<std::uint64_t> ended;
+        for (const auto& [id, s] : sessions_) {
+            if (s.endpoint && fatal_for_qp(event.event_type) &&
+                (event.event_type == IBV_EVENT_CQ_ERR ? event.element.cq == s.endpoint->cq()
+                                                      : event.element.qp == s.endpoint->qp())) {
+                ended = id;
+            }
+        }
+        const std::string text = async_event_text(event);
+        std::printf("server: async event: %s\n", text.c_str());
+        ibv_ack_async_event(&event);
+        if (ended) {
+            finish(*ended, "failed: async event: " + text, &ServerTotals::failed);
+        }
+    }
+}
+//! [on_async_event]
 
 //! [start_rdma]
 /// Returns the -s/-n mismatch with a v3 client (answered first, so that the client says it too),

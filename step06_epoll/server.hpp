@@ -74,8 +74,8 @@ class Server {
     int run();
 
   private:
-    enum Kind : std::uint64_t { kListen = 0, kSignal = 1, kSocket = 2, kChannel = 3 };
-    static std::uint64_t tag(std::uint64_t id, Kind kind) { return id << 2 | kind; }
+    enum Kind : std::uint64_t { kListen = 0, kSignal = 1, kAsync = 2, kSocket = 3, kChannel = 4 };
+    static std::uint64_t tag(std::uint64_t id, Kind kind) { return id << 3 | kind; }
 
     // main.cpp: the event loop
     void open_event_sources();
@@ -88,6 +88,7 @@ class Server {
     void refuse_at_fd_limit();
     [[nodiscard]] std::string fd_limit_text(std::size_t other_clients) const;
     void on_signal();
+    void on_async_event();
     void on_socket(ClientSession& s);
     void take_handshake(ClientSession& s);
     void take_done(ClientSession& s);

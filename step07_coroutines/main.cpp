@@ -41,15 +41,18 @@ int run(const Options& options) {
 // ========================================================================= the server
 
 //! [server_run]
-/// The accept loop and the watchdog start as coroutines; the reactor runs rounds (wait, route
-/// every completion, THEN resume) until SIGINT/SIGTERM or --exit-after, and after each round
-/// housekeeping() reaps the clients whose coroutine ended. Then the shutdown, in its order.
+/// The accept loop, the watchdog and the async-event watch start as coroutines; the reactor runs
+/// rounds (wait, route every completion, THEN resume) until SIGINT/SIGTERM or --exit-after, and
+/// after each round housekeeping() reaps the clients whose coroutine ended. Then the shutdown, in
+/// its order.
 int Server::run() {
     open_event_sources();  // the listener; the reactor made its epoll set and timerfd
     accepting_ = accept_loop();
     watching_ = watchdog();
+    async_watching_ = watch_async_events();
     reactor_.spawn(accepting_);
     reactor_.spawn(watching_);
+    reactor_.spawn(async_watching_);
     reactor_.run_until([this] { return housekeeping(); });
     shut_down();
     print_totals();
@@ -155,6 +158,7 @@ void Server::shut_down() {
     // 5. The coroutine frames.
     accepting_.reset();
     watching_.reset();
+    async_watching_.reset();
     for (auto& [id, s] : sessions_) {
         s->coroutine.reset();
     }
@@ -163,6 +167,7 @@ void Server::shut_down() {
     sessions_.clear();
     listen_watch_.reset();  // out of the epoll set, then closed
     listen_.reset();
+    async_watch_.reset();
 }
 //! [shutdown]
 

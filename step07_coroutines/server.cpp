@@ -20,6 +20,7 @@
 #include <system_error>
 #include <utility>
 
+#include "async_events.hpp"
 #include "cpu_usage.hpp"
 #include "cq_events.hpp"
 
@@ -79,6 +80,14 @@ Server::Server(const Options& options)
 void Server::open_event_sources() {
     listen_ = listen_for_clients(o_);
     listen_watch_.emplace(reactor_, listen_.get());
+    // The device's async events (a port down, a QP or CQ error) come on its context's async_fd;
+    // non-blocking, so that ibv_get_async_event() returns when none is left.
+    const int async_fd = device_.context()->async_fd;
+    if (const int flags = ::fcntl(async_fd, F_GETFL);
+        flags < 0 || ::fcntl(async_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        throw std::system_error(errno, std::generic_category(), "fcntl(async_fd, O_NONBLOCK)");
+    }
+    async_watch_.emplace(reactor_, async_fd);
     std::printf("server: listening on TCP port %u; one thread, level-triggered epoll\n",
                 static_cast<unsigned>(o_.tcp_port));
     std::fflush(stdout);
@@ -113,6 +122,9 @@ bool Server::housekeeping() {
     }
     if (watching_.done()) {
         watching_.result();
+    }
+    if (async_watching_.done()) {
+        async_watching_.result();
     }
     if (const int signal = g_stop_signal; signal != 0 && !stopping_) {
         std::printf("server: %s received: stop accepting, abort %zu in-flight client(s)\n",
@@ -344,6 +356,39 @@ void Server::stop(ClientSession& s, Outcome why) {
     s.stop = std::move(why);
     s.endpoint->cancel(kFlushTimeout);
 }
+
+/// The device's async events, for as long as the server runs.
+Task<void> Server::watch_async_events() {
+    for (;;) {
+        co_await reactor_.readable(*async_watch_);
+        on_async_event();
+    }
+}
+
+//! [on_async_event]
+/// Each async event is printed and acked. A fatal one ends the client whose QP or CQ it names:
+/// after the ack, since ibv_destroy_qp() and ibv_destroy_cq() wait for their events' acks.
+void Server::on_async_event() {
+    ibv_async_event event{};
+    while (ibv_get_async_event(device_.context(), &event) == 0) {
+        ClientSession* ended = nullptr;
+        for (const auto& [id, s] : sessions_) {
+            const RDMAEndpoint* ep = s->endpoint ? &s->endpoint->endpoint() : nullptr;
+            if (ep != nullptr && fatal_for_qp(event.event_type) &&
+                (event.event_type == IBV_EVENT_CQ_ERR ? event.element.cq == ep->cq()
+                                                      : event.element.qp == ep->qp())) {
+                ended = s.get();
+            }
+        }
+        const std::string text = async_event_text(event);
+        std::printf("server: async event: %s\n", text.c_str());
+        ibv_ack_async_event(&event);
+        if (ended != nullptr) {
+            stop(*ended, {"failed: async event: " + text, &ServerTotals::failed});
+        }
+    }
+}
+//! [on_async_event]
 
 /// The line of a coroutine that ended by an exception: the shutdown's, the watchdog's, or
 /// "failed: what()".

@@ -138,6 +138,8 @@ class Server {
     [[nodiscard]] Outcome ended_by(const ClientSession& s, const std::exception& e) const;
     [[nodiscard]] std::string fd_limit_text(std::size_t other_clients) const;
     void refuse_at_fd_limit();
+    Task<void> watch_async_events();
+    void on_async_event();
     void finish(ClientSession& s, const Outcome& outcome);
     void print_totals() const;
 
@@ -149,9 +151,11 @@ class Server {
     // Kept free for the moment no other fd is: see refuse_at_fd_limit().
     Socket spare_fd_{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
     std::optional<FdWatch> listen_watch_;  // after listen_: destroyed first
+    std::optional<FdWatch> async_watch_;   // the device's async_fd
     std::map<std::uint64_t, std::unique_ptr<ClientSession>> sessions_;
     Task<void> accepting_;
     Task<void> watching_;
+    Task<void> async_watching_;
     std::uint64_t next_id_ = 1;
     bool stopping_ = false;
     std::uint32_t ended_ = 0;   // clients that finish()ed

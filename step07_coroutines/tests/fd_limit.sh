@@ -8,7 +8,7 @@ source "$TESTLIB"
 require_device
 bin=$1
 port=$((20000 + RANDOM % 20000))
-common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 30000 --check --timeout 30)
+common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 2000 --check --timeout 30)
 "$bin" "${common[@]}" --exit-after 3 >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
 server=$!
 a_pid=
@@ -19,8 +19,8 @@ on_exit() {
 trap on_exit EXIT
 wait_for_listen "$port" 10 "$server"
 
-# Client A connects, then is stopped mid-run: the server holds its socket and its channel.
-run_cmd client_a "$bin" "${common[@]}" 127.0.0.1 &
+# Client A connects, paced to last 4 s, then is stopped mid-run: the server holds its channel.
+run_cmd client_a "$bin" "${common[@]}" --rate 500 127.0.0.1 &
 a=$!
 wait_for_line client_a out 'remote address:' 30
 a_pid=$(program_pid "$a")

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# B7, across the two-host lab: the server's async events. A step06 server on host b serves a
+# client on host a, and b's link goes down mid-run. The server on b reads the port's events from
+# its device's async_fd: "port error" when the link goes down, "port active" when it is up again.
+# The client on a only sees its QP fail (a completion error, or its --timeout). Then SIGINT ends
+# the server, exit 0.
+# shellcheck source=/dev/null
+source "$TESTLIB"
+require_peer
+prog=$1
+port=$((20000 + RANDOM % 20000))
+job=
+cleanup() {
+    "$PEER" link up >/dev/null 2>&1
+    [[ -n $job ]] && "$PEER" signal KILL "$job" 2>/dev/null
+    local pids
+    mapfile -t pids < <(jobs -p)
+    ((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# peer_line REGEX SECONDS: waits until the server on b has printed a matching line.
+peer_line() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        "$PEER" output "$job" | grep -qE -- "$1" && return 0
+        sleep 0.1
+    done
+    "$PEER" output "$job" | sed 's/^/  b| /'
+    fail "the server on host b printed no line matching '$1' within $2 s"
+}
+
+job=$("$PEER" start -- "$prog" -s 64 -n 1000000 --timeout 5 -p "$port") ||
+    fail "lab/peer could not start the server on host b"
+peer_line '^server: listening' 30
+run_cmd client timeout 120 "$prog" -s 64 -n 1000000 --timeout 5 -p "$port" "$LAB_PEER_ADDR" &
+client=$!
+wait_for_line client out '^  remote address' 30
+sleep 1
+run_cmd link_down "$PEER" link down
+expect_exit link_down 0
+peer_line '^server: async event: port error' 20
+run_cmd link_up "$PEER" link up
+expect_exit link_up 0
+peer_line '^server: async event: port active' 20
+wait "$client"
+rc=$(<"$TEST_TMP/client.rc")
+[[ $rc == 1 || $rc == 7 ]] || fail "client: expected exit 1 (a completion error) or 7 (its --timeout), got $rc"
+"$PEER" signal INT "$job"
+run_cmd server "$PEER" wait --timeout 60 "$job"
+job=
+expect_exit server 0
+expect_line server out "server: async event: port error on port 1: the link is down; its connections' sends fail once their retries run out"
+expect_line server out "server: async event: port active on port 1: the link is up"
+echo PASS

@@ -91,18 +91,14 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 }
 
 //! [transitions]
-// One transition, printed with the attributes it sets.
+// One transition, with the attributes rc_transition_mask names for it.
 inline void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
-    const int mask = rc_transition_mask(from, to);
     // ibv_modify_qp returns the errno value, it does not set errno.
-    if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
+    if (const int rc = ibv_modify_qp(qp, &attr, rc_transition_mask(from, to)); rc != 0) {
         throw std::system_error(
             rc, std::generic_category(),
             std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
     }
-    std::printf("QP 0x%06x: %s -> %s (%s)\n", qp->qp_num, qp_state_text(from), qp_state_text(to),
-                attr_mask_text(mask).c_str());
-    std::fflush(stdout);
 }
 
 // INIT->RTR->RTS once the peer's address is known.
@@ -124,6 +120,13 @@ inline void connect_qp(ibv_qp* qp, const LocalPort& port, const Options& options
 [[nodiscard]] inline std::uint32_t random_psn() {
     std::random_device entropy;
     return std::uniform_int_distribution<std::uint32_t>(0, 0xffffff)(entropy);
+}
+
+// A transition made, with the attributes it set: "QP 0x000011: INIT -> RTR (IBV_QP_STATE | ...)".
+inline void print_transition(const ibv_qp& qp, ibv_qp_state from, ibv_qp_state to) {
+    std::printf("QP 0x%06x: %s -> %s (%s)\n", qp.qp_num, qp_state_text(from), qp_state_text(to),
+                attr_mask_text(rc_transition_mask(from, to)).c_str());
+    std::fflush(stdout);
 }
 
 inline void print_address(const char* which, const QpEndpointInfo& info) {

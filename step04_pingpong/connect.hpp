@@ -103,6 +103,8 @@ inline void connect_to_peer(const Resources& resources, const LocalPort& port,
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
         connect_qp(resources.qp.get(), port, options, local, remote);
+        print_transition(*resources.qp, IBV_QPS_INIT, IBV_QPS_RTR);
+        print_transition(*resources.qp, IBV_QPS_RTR, IBV_QPS_RTS);
     };
     std::string peer_name;
     if (!options.host.empty()) {

@@ -38,8 +38,6 @@ class WorkCompletionError : public TutorialError {
     [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
     /// \brief The whole completion, for vendor_err and friends.
     [[nodiscard]] const ibv_wc& completion() const noexcept { return wc_; }
-    /// \brief The most likely cause of a status, in one line.
-    [[nodiscard]] static const char* likely_cause(ibv_wc_status status) noexcept;
 
   private:
     ibv_wc wc_;
@@ -78,7 +76,7 @@ class Device {
     /// \brief step04's opening: the device list, the named device, its context, a port that
     /// exists, its attributes and the GID (-g, or choose_gid()); then the PD.
     /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device, port or
-    ///         GID), kExitUsage (a GID index over the table); std::system_error naming the verb
+    ///         GID); std::system_error naming the verb
     explicit Device(const DeviceConfig& config);
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
@@ -91,13 +89,11 @@ class Device {
     [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
     [[nodiscard]] const ibv_device_attr& attr() const noexcept { return attr_; }
     [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return port_attr_; }
-    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
+    /// \brief The GID index in use (step04's LocalPort: 0 on InfiniBand when no GID is valid).
     [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
     [[nodiscard]] const GidBytes& gid() const noexcept { return gid_; }
 
   private:
-    void choose_local_gid(int wanted);
-
     std::string name_;
     std::uint8_t port_ = 1;
     ibv_device_attr attr_{};
@@ -292,7 +288,6 @@ class RDMAEndpoint {
     [[noreturn]] static void throw_post_send_failed(int rc);
     void check_device_limits() const;
     void create_queues();
-    void modify(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
 
     const Device* device_;
     EndpointConfig config_;

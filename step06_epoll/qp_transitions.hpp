@@ -1,8 +1,9 @@
-// Moving an RC QP through RESET->INIT->RTR->RTS: the attributes of each step.
+// Moving an RC QP through RESET->INIT->RTR->RTS: the attributes of each step, and modify_qp.
 #pragma once
 
 #include "enum_text.hpp"
 #include "gid.hpp"
+#include "qp_masks.hpp"
 #include "wire_format.hpp"
 
 #include <infiniband/verbs.h>
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string>
+#include <system_error>
 
 namespace tutorial {
 
@@ -82,6 +85,15 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 }
 
 //! [transitions]
+// One transition, with the attributes rc_transition_mask names for it.
+inline void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
+    // ibv_modify_qp returns the errno value, it does not set errno.
+    if (const int rc = ibv_modify_qp(qp, &attr, rc_transition_mask(from, to)); rc != 0) {
+        throw std::system_error(
+            rc, std::generic_category(),
+            std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
+    }
+}
 [[nodiscard]] inline std::uint32_t random_psn() {
     std::random_device entropy;
     return std::uniform_int_distribution<std::uint32_t>(0, 0xffffff)(entropy);

@@ -42,7 +42,7 @@ void run(const Options& options) {
     Resources resources;
     const OpenedDevice opened = open_and_check(resources.device_list, resources.context,
                                                options.device_name, options.ib_port);
-    print_device(resources.context.get(), opened, options.ib_port);
+    print_opened_device(resources.context.get(), opened, options.ib_port);
     check_limits(options, opened.attr);
     const QueuePairCaps caps = build_resources(resources, options);
     print_resources(resources, options);
@@ -135,7 +135,8 @@ void connect_to_peer(const Resources& resources, const LocalPort& port, const Op
     print_address("local address: ", local);
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
-        connect_qp(resources.qp.get(), port, options, local, remote);
+        const ibv_mtu mtu = options.mtu != 0 ? *mtu_from_bytes(options.mtu) : port.attr.active_mtu;
+        connect_qp(resources.qp.get(), port, options.ib_port, mtu, local.psn, remote);
         print_transition(*resources.qp, IBV_QPS_INIT, IBV_QPS_RTR);
         print_transition(*resources.qp, IBV_QPS_RTR, IBV_QPS_RTS);
     };

@@ -42,7 +42,7 @@ void run(const Options& options) {
     Resources resources;
     const OpenedDevice opened = open_and_check(resources.device_list, resources.context,
                                                options.device_name, options.ib_port);
-    print_device(resources.context.get(), opened, options.ib_port);
+    print_opened_device(resources.context.get(), opened, options.ib_port);
     check_limits(options, opened.attr);
     const QueuePairCaps caps = build_resources(resources, options);
     print_resources(resources, options);

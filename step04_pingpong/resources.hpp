@@ -222,7 +222,7 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
 
 //! [report]
 // run()'s report of the device: the port, a warning when it is not active, and the GID choice.
-inline void print_device(ibv_context* context, const OpenedDevice& opened, int ib_port) {
+inline void print_opened_device(ibv_context* context, const OpenedDevice& opened, int ib_port) {
     std::printf("device:  %s port %d, %s, %s\n", opened.name.c_str(), ib_port,
                 port_state_text(opened.port_attr.state),
                 link_layer_text(opened.port_attr.link_layer));

@@ -4,6 +4,8 @@
 
 #include "errors.hpp"
 #include "gid.hpp"
+#include "local_port.hpp"
+#include "resources.hpp"
 #include "verbs_raii.hpp"
 #include "wire_format.hpp"
 
@@ -85,21 +87,18 @@ class Device {
     [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
     [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
     /// \brief The device's name, e.g. "rxe0".
-    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] const std::string& name() const noexcept { return opened_.name; }
     [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
-    [[nodiscard]] const ibv_device_attr& attr() const noexcept { return attr_; }
-    [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return port_attr_; }
-    /// \brief The GID index in use (step04's LocalPort: 0 on InfiniBand when no GID is valid).
-    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
-    [[nodiscard]] const GidBytes& gid() const noexcept { return gid_; }
+    [[nodiscard]] const ibv_device_attr& attr() const noexcept { return opened_.attr; }
+    [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return local_.attr; }
+    /// \brief The port's attributes and the GID index in use, as step04's query_local_port()
+    /// found them.
+    [[nodiscard]] const LocalPort& local_port() const noexcept { return local_; }
 
   private:
-    std::string name_;
     std::uint8_t port_ = 1;
-    ibv_device_attr attr_{};
-    ibv_port_attr port_attr_{};
-    int gid_index_ = -1;
-    GidBytes gid_{};
+    OpenedDevice opened_;  // step04's open_and_check: the name and the device's attributes
+    LocalPort local_;      // step04's query_local_port: the port's attributes and the GID
     //! [device-members]
     // Declared parent-first: C++ destroys members in reverse, PD -> context -> device list.
     DeviceList device_list_;

@@ -5,7 +5,6 @@
 #include "device.hpp"
 #include "enum_text.hpp"
 #include "gid.hpp"
-#include "local_port.hpp"
 #include "qp_masks.hpp"
 #include "qp_transitions.hpp"
 #include "resources.hpp"
@@ -82,14 +81,8 @@ namespace {
 // step04's open_and_check (the device list, the named device, its context, a port that exists)
 // and query_local_port (the GID, -g or choose_gid); then the PD that every endpoint shares.
 Device::Device(const DeviceConfig& config) : port_(config.port) {
-    OpenedDevice opened = open_and_check(device_list_, context_, config.device_name, port_);
-    name_ = std::move(opened.name);
-    attr_ = opened.attr;
-    const LocalPort local =
-        query_local_port(context_.get(), port_, config.gid_index, attr_.phys_port_cnt);
-    port_attr_ = local.attr;
-    gid_index_ = local.gid_index;
-    gid_ = local.gid;
+    opened_ = open_and_check(device_list_, context_, config.device_name, port_);
+    local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt);
     pd_.reset(ibv_alloc_pd(context_.get()));
     if (!pd_) {
         throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
@@ -100,8 +93,7 @@ Device::Device(const DeviceConfig& config) : port_(config.port) {
 // ====================================================================== the endpoint
 
 //! [constructor]
-// step04's build_resources on a shared Device, without its printing: the limits, then the buffer,
-// MR, CQ and QP, and INIT.
+// step04's build_resources on a shared Device: the limits, the buffer, MR, CQ and QP, INIT.
 RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
     : device_(&device), config_(config), events_(config.ack_batch) {
     if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
@@ -204,7 +196,7 @@ PeerInfo RDMAEndpoint::local_info() const {
     info.lid = device_->port_attr().lid;
     info.qpn = qp_->qp_num;
     info.psn = psn_;
-    info.gid = device_->gid();
+    info.gid = device_->local_port().gid;
     info.mtu = mtu_;
     info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
     info.rkey =
@@ -215,23 +207,14 @@ PeerInfo RDMAEndpoint::local_info() const {
 }
 
 //! [connect]
-// step04's connect_qp: RTR towards the peer, then RTS, with step04's attributes
-// (rtr_attributes, rts_attributes); only the RDMA READ depth is agreed with the peer.
+// step04's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
+// RDMA READ depth, so that they agree without another round trip.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
     if (remote_)
         throw std::logic_error("connect: the endpoint is already connected");
-    // Both sides take the smaller MTU, so that they agree without another round trip.
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
-    const bool ethernet = device_->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET;
-    ibv_qp_attr rtr =
-        rtr_attributes(remote, path_mtu, ethernet, device_->gid_index(), device_->port());
-    // The READ depth both sides agree on: the peer's READs we serve at once, and ours at the peer.
-    const std::uint8_t read_depth = std::min(read_depth_, remote.read_depth);
-    rtr.max_dest_rd_atomic = read_depth;
-    modify_qp(qp_.get(), rtr, IBV_QPS_INIT, IBV_QPS_RTR);
-    ibv_qp_attr rts = rts_attributes(psn_);
-    rts.max_rd_atomic = read_depth;
-    modify_qp(qp_.get(), rts, IBV_QPS_RTR, IBV_QPS_RTS);
+    connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
+               std::min(read_depth_, remote.read_depth));
     mtu_ = path_mtu;
     remote_ = remote;
 }

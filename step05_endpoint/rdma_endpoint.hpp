@@ -151,6 +151,7 @@ class RDMAEndpoint {
     /// \brief Moves the QP to RTR then RTS towards \p remote, with the smaller MTU and READ depth
     /// of both sides.
     /// \throws std::system_error ("ibv_modify_qp INIT->RTR"/"ibv_modify_qp RTR->RTS")
+    /// \throws TutorialError (kExitPeer) when the port is RoCE and \p remote has no GID
     /// \throws std::logic_error when already connected
     void connect(const PeerInfo& remote);
 

@@ -40,10 +40,15 @@ void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::s
 void run(const Options& options) {
     install_stop_handlers();
     Resources resources;
-    const ibv_device_attr attr = open_and_check(resources, options);
+    const OpenedDevice opened = open_and_check(resources.device_list, resources.context,
+                                               options.device_name, options.ib_port);
+    print_opened_device(resources.context.get(), opened, options.ib_port);
+    check_limits(options, opened.attr);
     const QueuePairCaps caps = build_resources(resources, options);
+    print_resources(resources, options);
     print_queue_pair(*resources.qp, caps);
-    const LocalPort port = query_local_port(resources.context.get(), options, attr.phys_port_cnt);
+    const LocalPort port = query_local_port(resources.context.get(), options.ib_port,
+                                            options.gid_index, opened.attr.phys_port_cnt);
     // The receive must be posted before the peer can send: from INIT on, it may be.
     post_hello_receive(resources, options.size);
 
@@ -130,7 +135,10 @@ void connect_to_peer(const Resources& resources, const LocalPort& port, const Op
     print_address("local address: ", local);
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
-        connect_qp(resources.qp.get(), port, options, local, remote);
+        const ibv_mtu mtu = options.mtu != 0 ? *mtu_from_bytes(options.mtu) : port.attr.active_mtu;
+        connect_qp(resources.qp.get(), port, options.ib_port, mtu, local.psn, remote);
+        print_transition(*resources.qp, IBV_QPS_INIT, IBV_QPS_RTR);
+        print_transition(*resources.qp, IBV_QPS_RTR, IBV_QPS_RTS);
     };
     std::string peer_name;
     if (!options.host.empty()) {

@@ -102,7 +102,10 @@ inline void connect_to_peer(const Resources& resources, const LocalPort& port,
     print_address("local address: ", local);
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
-        connect_qp(resources.qp.get(), port, options, local, remote);
+        const ibv_mtu mtu = options.mtu != 0 ? *mtu_from_bytes(options.mtu) : port.attr.active_mtu;
+        connect_qp(resources.qp.get(), port, options.ib_port, mtu, local.psn, remote);
+        print_transition(*resources.qp, IBV_QPS_INIT, IBV_QPS_RTR);
+        print_transition(*resources.qp, IBV_QPS_RTR, IBV_QPS_RTS);
     };
     std::string peer_name;
     if (!options.host.empty()) {

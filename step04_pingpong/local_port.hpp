@@ -4,7 +4,6 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "gid.hpp"
-#include "options.hpp"
 #include "tcp.hpp"
 
 #include <infiniband/verbs.h>
@@ -28,19 +27,18 @@ struct LocalPort {
     GidBytes gid{};
 };
 
-[[nodiscard]] inline LocalPort query_local_port(ibv_context* context, const Options& options,
+[[nodiscard]] inline LocalPort query_local_port(ibv_context* context, int ib_port, int gid_index,
                                                 int port_count) {
     LocalPort local;
-    if (const int rc =
-            ibv_query_port(context, static_cast<std::uint8_t>(options.ib_port), &local.attr);
+    if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(ib_port), &local.attr);
         rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_port");
     }
     const std::vector<GidEntry> table = query_gid_table(
-        context, options.ib_port, static_cast<std::size_t>(local.attr.gid_tbl_len) * port_count);
+        context, ib_port, static_cast<std::size_t>(local.attr.gid_tbl_len) * port_count);
     std::optional<std::uint32_t> index;
-    if (options.gid_index >= 0) {
-        index = static_cast<std::uint32_t>(options.gid_index);
+    if (gid_index >= 0) {
+        index = static_cast<std::uint32_t>(gid_index);
     } else if (const std::optional<GidChoice> choice = choose_gid(table)) {
         index = choice->index;
     }
@@ -49,13 +47,13 @@ struct LocalPort {
     if (entry != table.end()) {
         local.gid_index = static_cast<int>(entry->index);
         local.gid = entry->gid;
-    } else if (options.gid_index >= 0) {
+    } else if (gid_index >= 0) {
         throw TutorialError(kExitNoSuchDevice,
-                            "port " + std::to_string(options.ib_port) +
-                                " has no valid GID at index " + std::to_string(options.gid_index),
+                            "port " + std::to_string(ib_port) + " has no valid GID at index " +
+                                std::to_string(gid_index),
                             "step01_devices lists the GID table");
     } else if (local.attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
-        throw TutorialError(kExitNoSuchDevice, "port " + std::to_string(options.ib_port) +
+        throw TutorialError(kExitNoSuchDevice, "port " + std::to_string(ib_port) +
                                                    " has no valid GID, and RoCE needs one");
     }
     return local;

@@ -40,10 +40,15 @@ void run(const Options& options) {
     const OutputFile latency_file = open_latency_file(options.latency_file);
     install_stop_handlers();
     Resources resources;
-    const ibv_device_attr attr = open_and_check(resources, options);
+    const OpenedDevice opened = open_and_check(resources.device_list, resources.context,
+                                               options.device_name, options.ib_port);
+    print_opened_device(resources.context.get(), opened, options.ib_port);
+    check_limits(options, opened.attr);
     const QueuePairCaps caps = build_resources(resources, options);
+    print_resources(resources, options);
     print_queue_pair(*resources.qp, caps);
-    const LocalPort port = query_local_port(resources.context.get(), options, attr.phys_port_cnt);
+    const LocalPort port = query_local_port(resources.context.get(), options.ib_port,
+                                            options.gid_index, opened.attr.phys_port_cnt);
     // ibv_rc_pingpong posts all its receives before the handshake, and so do we: the peer may
     // send as soon as it has our address.
     post_receives(resources, options.size, options.rx_depth);

@@ -6,7 +6,6 @@
 #include "errors.hpp"
 #include "gid.hpp"
 #include "local_port.hpp"
-#include "options.hpp"
 #include "qp_masks.hpp"
 #include "tcp.hpp"
 #include "wire_format.hpp"
@@ -91,39 +90,41 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 }
 
 //! [transitions]
-// One transition, printed with the attributes it sets.
+// One transition, with the attributes rc_transition_mask names for it.
 inline void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
-    const int mask = rc_transition_mask(from, to);
     // ibv_modify_qp returns the errno value, it does not set errno.
-    if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
+    if (const int rc = ibv_modify_qp(qp, &attr, rc_transition_mask(from, to)); rc != 0) {
         throw std::system_error(
             rc, std::generic_category(),
             std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
     }
-    std::printf("QP 0x%06x: %s -> %s (%s)\n", qp->qp_num, qp_state_text(from), qp_state_text(to),
-                attr_mask_text(mask).c_str());
-    std::fflush(stdout);
 }
 
-// INIT->RTR->RTS once the peer's address is known.
-inline void connect_qp(ibv_qp* qp, const LocalPort& port, const Options& options,
-                       const QpEndpointInfo& local, const QpEndpointInfo& remote) {
+// INIT->RTR->RTS once the peer's address is known. Both sides must use the same path MTU: see
+// the chapter.
+inline void connect_qp(ibv_qp* qp, const LocalPort& port, int ib_port, ibv_mtu path_mtu,
+                       std::uint32_t local_psn, const QpEndpointInfo& remote) {
     const bool ethernet = port.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
     if (ethernet && is_zero_gid(remote.gid)) {
         throw TutorialError(kExitPeer, "the peer sent GID :: (all zeros), but RoCE routes by GID",
                             "start the peer with a GID index (-g), e.g. ibv_rc_pingpong -g 1");
     }
-    // Both sides must use the same path MTU: see the chapter.
-    const ibv_mtu mtu = options.mtu != 0 ? *mtu_from_bytes(options.mtu) : port.attr.active_mtu;
-    ibv_qp_attr rtr = rtr_attributes(remote, mtu, ethernet, port.gid_index, options.ib_port);
+    ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet, port.gid_index, ib_port);
     modify_qp(qp, rtr, IBV_QPS_INIT, IBV_QPS_RTR);
-    ibv_qp_attr rts = rts_attributes(local.psn);
+    ibv_qp_attr rts = rts_attributes(local_psn);
     modify_qp(qp, rts, IBV_QPS_RTR, IBV_QPS_RTS);
 }
 
 [[nodiscard]] inline std::uint32_t random_psn() {
     std::random_device entropy;
     return std::uniform_int_distribution<std::uint32_t>(0, 0xffffff)(entropy);
+}
+
+// A transition made, with the attributes it set: "QP 0x000011: INIT -> RTR (IBV_QP_STATE | ...)".
+inline void print_transition(const ibv_qp& qp, ibv_qp_state from, ibv_qp_state to) {
+    std::printf("QP 0x%06x: %s -> %s (%s)\n", qp.qp_num, qp_state_text(from), qp_state_text(to),
+                attr_mask_text(rc_transition_mask(from, to)).c_str());
+    std::fflush(stdout);
 }
 
 inline void print_address(const char* which, const QpEndpointInfo& info) {

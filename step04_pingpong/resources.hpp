@@ -107,114 +107,148 @@ struct QueuePairCaps {
 };
 
 //! [open]
-// Opens the chosen device and checks the port; prints the device, port and GID choice.
-[[nodiscard]] inline ibv_device_attr open_and_check(Resources& resources, const Options& options) {
-    int count = 0;
-    resources.device_list = get_device_list(count);
-    const std::span<ibv_device* const> devices(resources.device_list.get(),
-                                               static_cast<std::size_t>(count));
-    ibv_device* device = select_device(devices, options.device_name);
-    const std::string name = ibv_get_device_name(device);
-    resources.context = open_device(device);
-
+// What open_and_check found: the device's name and attributes, and the port's.
+struct OpenedDevice {
+    std::string name;
     ibv_device_attr attr{};
-    if (const int rc = ibv_query_device(resources.context.get(), &attr); rc != 0) {
+    ibv_port_attr port_attr{};
+};
+
+// Opens the chosen device (the first when the name is empty), checks that the port exists,
+// and queries both.
+[[nodiscard]] inline OpenedDevice open_and_check(DeviceList& device_list, Context& context,
+                                                 const std::string& device_name, int ib_port) {
+    int count = 0;
+    device_list = get_device_list(count);
+    const std::span<ibv_device* const> devices(device_list.get(), static_cast<std::size_t>(count));
+    ibv_device* device = select_device(devices, device_name);
+    OpenedDevice opened;
+    opened.name = ibv_get_device_name(device);
+    context = open_device(device);
+    if (const int rc = ibv_query_device(context.get(), &opened.attr); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_device");
     }
-    check_port(name, options.ib_port, attr.phys_port_cnt);
-    ibv_port_attr port_attr{};
+    check_port(opened.name, ib_port, opened.attr.phys_port_cnt);
     // ibv_query_port returns the errno value, it does not set errno.
-    if (const int rc = ibv_query_port(resources.context.get(),
-                                      static_cast<std::uint8_t>(options.ib_port), &port_attr);
+    if (const int rc =
+            ibv_query_port(context.get(), static_cast<std::uint8_t>(ib_port), &opened.port_attr);
         rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_port");
     }
-    std::printf("device:  %s port %d, %s, %s\n", name.c_str(), options.ib_port,
-                port_state_text(port_attr.state), link_layer_text(port_attr.link_layer));
-    if (port_attr.state != IBV_PORT_ACTIVE) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: %s\n", kProgram,
-                     port_warning(name, options.ib_port, port_attr.state).c_str());
-    }
-    const auto choice = choose_gid(
-        query_gid_table(resources.context.get(), options.ib_port,
-                        static_cast<std::size_t>(port_attr.gid_tbl_len) * attr.phys_port_cnt));
-    std::printf("%s\n", recommendation_line(name, options.ib_port, choice).c_str());
-    check_limits(options, attr);
-    return attr;
+    return opened;
 }
 //! [open]
 
 //! [build]
-// Creates the objects in dependency order; if one fails, the ones made so far are
-// destroyed by Resources' members on the way out.
-[[nodiscard]] inline QueuePairCaps build_resources(Resources& resources, const Options& options) {
-    const long page_size = sysconf(_SC_PAGESIZE);
-    const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
-    const std::size_t allocated = (options.size + page - 1) / page * page;
+[[nodiscard]] inline std::size_t page_size() {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::size_t>(size) : 4096;
+}
 
+// A zeroed, page-aligned buffer of size bytes, rounded up to whole pages.
+[[nodiscard]] inline Buffer allocate_buffer(std::size_t size) {
+    const std::size_t page = page_size();
+    const std::size_t allocated = (size + page - 1) / page * page;
+    Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
+    if (!buffer) {
+        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
+    }
+    std::memset(buffer.get(), 0, allocated);
+    return buffer;
+}
+
+// An RC QP whose send and receive queues share one CQ, in RESET; caps.requested is what it asks.
+[[nodiscard]] inline QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t tx_depth,
+                                            std::uint32_t rx_depth, QueuePairCaps& caps) {
+    ibv_qp_init_attr init_attr{};
+    init_attr.send_cq = cq;
+    init_attr.recv_cq = cq;
+    init_attr.qp_type = IBV_QPT_RC;
+    init_attr.cap.max_send_wr = tx_depth;
+    init_attr.cap.max_recv_wr = rx_depth;
+    init_attr.cap.max_send_sge = 1;
+    init_attr.cap.max_recv_sge = 1;
+    init_attr.cap.max_inline_data = 64;
+    caps.requested = init_attr.cap;
+    QueuePair qp(ibv_create_qp(pd, &init_attr));
+    if (!qp) {
+        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
+    }
+    return qp;
+}
+
+// What the device granted (it may give more than was asked), and the QP's state.
+inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
+    ibv_qp_attr queried{};
+    ibv_qp_init_attr queried_init{};
+    if (const int rc = ibv_query_qp(qp, &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
+        rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
+    }
+    caps.granted = queried.cap;
+    caps.state = queried.qp_state;
+}
+
+// Creates the objects in dependency order, and moves the QP to INIT; if one fails, the ones made so
+// far are destroyed by Resources' members on the way out.
+[[nodiscard]] inline QueuePairCaps build_resources(Resources& resources, const Options& options) {
     resources.pd.reset(ibv_alloc_pd(resources.context.get()));
     if (!resources.pd) {
         throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
     }
-    std::printf("PD:      created\n");
-
-    resources.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!resources.buffer) {
-        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
-    }
-    std::memset(resources.buffer.get(), 0, allocated);
-    std::printf("buffer:  %zu bytes, page-aligned (page size %zu)\n", options.size, page);
-
+    resources.buffer = allocate_buffer(options.size);
     // Least privilege: only this process's own receives may write into the buffer.
     resources.mr.reset(ibv_reg_mr(resources.pd.get(), resources.buffer.get(), options.size,
                                   IBV_ACCESS_LOCAL_WRITE));
     if (!resources.mr) {
         throw_reg_mr_error(errno, options.size);
     }
-    std::printf("MR:      lkey 0x%08x, rkey 0x%08x, %zu bytes, access LOCAL_WRITE\n",
-                resources.mr->lkey, resources.mr->rkey, resources.mr->length);
-
     const int cq_entries = options.rx_depth + options.tx_depth;
     resources.cq.reset(ibv_create_cq(resources.context.get(), cq_entries, nullptr, nullptr, 0));
     if (!resources.cq) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
     }
-    // The device may round the size up: cq->cqe is what we really got.
-    std::printf("CQ:      %d entries (asked for %d)\n", resources.cq->cqe, cq_entries);
-
-    ibv_qp_init_attr init_attr{};
-    init_attr.send_cq = resources.cq.get();
-    init_attr.recv_cq = resources.cq.get();
-    init_attr.qp_type = IBV_QPT_RC;
-    init_attr.cap.max_send_wr = static_cast<std::uint32_t>(options.tx_depth);
-    init_attr.cap.max_recv_wr = static_cast<std::uint32_t>(options.rx_depth);
-    init_attr.cap.max_send_sge = 1;
-    init_attr.cap.max_recv_sge = 1;
-    init_attr.cap.max_inline_data = 64;
     QueuePairCaps caps;
-    caps.requested = init_attr.cap;
-    resources.qp.reset(ibv_create_qp(resources.pd.get(), &init_attr));
-    if (!resources.qp) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
-
+    resources.qp = create_rc_qp(resources.pd.get(), resources.cq.get(),
+                                static_cast<std::uint32_t>(options.tx_depth),
+                                static_cast<std::uint32_t>(options.rx_depth), caps);
     // RESET -> INIT: bind the QP to a port and P_Key; no remote access is allowed yet.
     ibv_qp_attr attr = init_attributes(options.ib_port);
     modify_qp(resources.qp.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
-
-    ibv_qp_attr queried{};
-    ibv_qp_init_attr queried_init{};
-    if (const int rc =
-            ibv_query_qp(resources.qp.get(), &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
-    }
-    caps.granted = queried.cap;
-    caps.state = queried.qp_state;
+    query_queue_pair(resources.qp.get(), caps);
     return caps;
 }
 //! [build]
+
+//! [report]
+// run()'s report of the device: the port, a warning when it is not active, and the GID choice.
+inline void print_opened_device(ibv_context* context, const OpenedDevice& opened, int ib_port) {
+    std::printf("device:  %s port %d, %s, %s\n", opened.name.c_str(), ib_port,
+                port_state_text(opened.port_attr.state),
+                link_layer_text(opened.port_attr.link_layer));
+    if (opened.port_attr.state != IBV_PORT_ACTIVE) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: %s\n", kProgram,
+                     port_warning(opened.name, ib_port, opened.port_attr.state).c_str());
+    }
+    const auto choice = choose_gid(query_gid_table(
+        context, ib_port,
+        static_cast<std::size_t>(opened.port_attr.gid_tbl_len) * opened.attr.phys_port_cnt));
+    std::printf("%s\n", recommendation_line(opened.name, ib_port, choice).c_str());
+}
+
+// run()'s report of what build_resources made. The device may round the CQ size up: cq->cqe is
+// what we really got.
+inline void print_resources(const Resources& resources, const Options& options) {
+    std::printf("PD:      created\n");
+    std::printf("buffer:  %zu bytes, page-aligned (page size %zu)\n", options.size, page_size());
+    std::printf("MR:      lkey 0x%08x, rkey 0x%08x, %zu bytes, access LOCAL_WRITE\n",
+                resources.mr->lkey, resources.mr->rkey, resources.mr->length);
+    std::printf("CQ:      %d entries (asked for %d)\n", resources.cq->cqe,
+                options.rx_depth + options.tx_depth);
+    print_transition(*resources.qp, IBV_QPS_RESET, IBV_QPS_INIT);
+}
+//! [report]
 
 //! [print_qp]
 inline void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {

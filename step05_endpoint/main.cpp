@@ -36,7 +36,7 @@ void run(const Options& options) {
     RDMAEndpoint endpoint(device, endpoint_config(options));
     if (options.verbose) {
         std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
-                    device.name().c_str(), options.ib_port, device.gid_index(),
+                    device.name().c_str(), options.ib_port, device.local_port().gid_index,
                     endpoint.max_inline_data());
     }
     // Receives are posted in INIT, before the peer can send anything.

@@ -47,50 +47,12 @@ const char* WorkCompletionError::status_name(ibv_wc_status status) noexcept {
     return wc_status_name(status);
 }
 
-const char* WorkCompletionError::likely_cause(ibv_wc_status status) noexcept {
-    switch (status) {
-        case IBV_WC_LOC_LEN_ERR:
-            return "a message was longer than the receive buffer posted for it (do both sides use "
-                   "the same -s?)";
-        case IBV_WC_LOC_PROT_ERR:
-            return "a local address or lkey lies outside the registered memory region";
-        case IBV_WC_LOC_QP_OP_ERR:
-            return "the work request is invalid for this QP (too many SGEs, inline data too "
-                   "long), or the packet could not go out (Soft-RoCE reports a network link that "
-                   "is down so)";
-        case IBV_WC_WR_FLUSH_ERR:
-            return "the QP had already failed (after an error here, or after the peer sent it an "
-                   "invalid request) and this request was flushed: look at the first error on "
-                   "either side";
-        case IBV_WC_REM_ACCESS_ERR:
-            return "the remote range or rkey is outside what the peer registered, or its memory "
-                   "region lacks REMOTE_WRITE/REMOTE_READ";
-        case IBV_WC_REM_INV_REQ_ERR:
-            return "the peer's QP does not allow this operation (no REMOTE_WRITE/REMOTE_READ in "
-                   "its access flags), or the message is longer than its receive buffer";
-        case IBV_WC_REM_OP_ERR:
-            return "the peer could not complete the operation, e.g. its receive buffer was too "
-                   "short";
-        case IBV_WC_RETRY_EXC_ERR:
-            return "the peer stopped answering: it died or was killed, the network link to it is "
-                   "down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong";
-        case IBV_WC_RNR_RETRY_EXC_ERR:
-            return "the peer had no receive posted (receiver not ready) for too long";
-        case IBV_WC_REM_INV_RD_REQ_ERR:
-            return "the peer's QP allows fewer outstanding RDMA READs than were sent";
-        case IBV_WC_FATAL_ERR:
-            return "the device reported a fatal error";
-        default:
-            return "see ibv_poll_cq(3) for this status";
-    }
-}
-
 WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    likely_cause(wc.status)),
+                    wc_status_cause(wc.status, false)),
       wc_(wc) {}
 
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
@@ -115,24 +77,11 @@ namespace {
 }  // namespace
 
 //! [open]
-// step04's device.hpp: the device list (or the no-device / no-provider error), the named device,
-// its context, and a port that exists; then the GID and the PD that every endpoint shares.
+// step04's open_and_check (the device list, the named device, its context, a port that exists)
+// and query_local_port (the GID, -g or choose_gid); then the PD that every endpoint shares.
 Device::Device(const DeviceConfig& config) : port_(config.port) {
-    int count = 0;
-    device_list_ = get_device_list(count);
-    const std::span<ibv_device* const> devices(device_list_.get(), static_cast<std::size_t>(count));
-    ibv_device* device = select_device(devices, config.device_name);
-    name_ = ibv_get_device_name(device);
-    context_ = open_device(device);
-    if (const int rc = ibv_query_device(context_.get(), &attr_); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_device");
-    }
-    check_port(name_, port_, attr_.phys_port_cnt);
-    // ibv_query_port returns the errno value, it does not set errno.
-    if (const int rc = ibv_query_port(context_.get(), port_, &port_attr_); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
-    }
-    choose_local_gid(config.gid_index);
+    opened_ = open_and_check(device_list_, context_, config.device_name, port_);
+    local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt);
     pd_.reset(ibv_alloc_pd(context_.get()));
     if (!pd_) {
         throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
@@ -140,52 +89,10 @@ Device::Device(const DeviceConfig& config) : port_(config.port) {
 }
 //! [open]
 
-//! [gid]
-// The wanted GID index (-g), or step04's choose_gid over the port's table (query_gid_table).
-void Device::choose_local_gid(int wanted) {
-    const std::string where = name_ + " port " + std::to_string(port_);
-    if (wanted >= 0) {
-        if (wanted >= port_attr_.gid_tbl_len) {
-            over_limit("GID index", static_cast<std::uint64_t>(wanted), where, "gid_tbl_len - 1",
-                       static_cast<std::uint64_t>(port_attr_.gid_tbl_len - 1));
-        }
-        ibv_gid gid{};
-        if (ibv_query_gid(context_.get(), port_, wanted, &gid) != 0) {
-            throw std::system_error(errno != 0 ? errno : EINVAL, std::generic_category(),
-                                    "ibv_query_gid");
-        }
-        std::memcpy(gid_.data(), gid.raw, gid_.size());
-        if (is_zero_gid(gid_)) {
-            throw TutorialError(
-                kExitUsage, "GID index " + std::to_string(wanted) + " of " + where + " is empty",
-                "ibv_devinfo -v lists the GID table (or leave -g out: auto)");
-        }
-        gid_index_ = wanted;
-        return;
-    }
-    const std::vector<GidEntry> table =
-        query_gid_table(context_.get(), port_,
-                        static_cast<std::size_t>(std::max(port_attr_.gid_tbl_len, 1)) *
-                            static_cast<std::size_t>(attr_.phys_port_cnt));
-    if (const std::optional<GidChoice> choice = choose_gid(table)) {
-        gid_index_ = static_cast<int>(choice->index);
-        for (const GidEntry& entry : table) {
-            if (entry.index == choice->index) {
-                gid_ = entry.gid;
-            }
-        }
-    } else if (port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET) {
-        throw TutorialError(kExitNoSuchDevice, where + " has no usable GID (RoCE needs one)",
-                            "give the port an IP address, or pick one with -g");
-    }
-}
-//! [gid]
-
 // ====================================================================== the endpoint
 
 //! [constructor]
-// step04's build_resources on a shared Device, without its printing: the limits, then the buffer,
-// MR, CQ and QP, and INIT.
+// step04's build_resources on a shared Device: the limits, the buffer, MR, CQ and QP, INIT.
 RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
     : device_(&device), config_(config) {
     if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
@@ -235,14 +142,7 @@ void RDMAEndpoint::check_device_limits() const {
 // A buffer that one-sided peers may reach: page-aligned buffer, MR (with the config's access),
 // one CQ for both queues, the RC QP, then INIT.
 void RDMAEndpoint::create_queues() {
-    const long page_size = sysconf(_SC_PAGESIZE);
-    const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
-    const std::size_t allocated = (config_.buffer_size + page - 1) / page * page;
-    buffer_.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!buffer_) {
-        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
-    }
-    std::memset(buffer_.get(), 0, allocated);
+    buffer_ = allocate_buffer(config_.buffer_size);
     mr_.reset(ibv_reg_mr(device_->pd(), buffer_.get(), config_.buffer_size, config_.access));
     if (!mr_) {
         throw_reg_mr_error(errno, config_.buffer_size);
@@ -252,48 +152,24 @@ void RDMAEndpoint::create_queues() {
     if (!cq_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
     }
-    ibv_qp_init_attr init_attr{};
-    init_attr.send_cq = cq_.get();
-    init_attr.recv_cq = cq_.get();
-    init_attr.qp_type = IBV_QPT_RC;
-    init_attr.cap.max_send_wr = config_.tx_depth;
-    init_attr.cap.max_recv_wr = config_.rx_depth;
-    init_attr.cap.max_send_sge = 1;
-    init_attr.cap.max_recv_sge = 1;
-    init_attr.cap.max_inline_data = 64;  // step04's: small messages leave from the send queue
-    qp_.reset(ibv_create_qp(device_->pd(), &init_attr));
-    if (!qp_) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
-    ibv_qp_attr queried{};
-    if (const int rc = ibv_query_qp(qp_.get(), &queried, IBV_QP_CAP, &init_attr); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
-    }
-    max_inline_data_ = init_attr.cap.max_inline_data;
+    QueuePairCaps caps;
+    qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth, caps);
     // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
     ibv_qp_attr attr = init_attributes(device_->port());
     attr.qp_access_flags = config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                              IBV_ACCESS_REMOTE_ATOMIC);
-    modify(attr, IBV_QPS_RESET, IBV_QPS_INIT);
+    modify_qp(qp_.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
+    query_queue_pair(qp_.get(), caps);
+    max_inline_data_ = caps.granted.max_inline_data;
 }
 //! [build]
-
-// step04's modify_qp, without its printing: the mask for the transition (rc_transition_mask).
-void RDMAEndpoint::modify(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
-    // ibv_modify_qp returns the errno value, it does not set errno.
-    if (const int rc = ibv_modify_qp(qp_.get(), &attr, rc_transition_mask(from, to)); rc != 0) {
-        throw std::system_error(
-            rc, std::generic_category(),
-            std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
-    }
-}
 
 PeerInfo RDMAEndpoint::local_info() const {
     PeerInfo info;
     info.lid = device_->port_attr().lid;
     info.qpn = qp_->qp_num;
     info.psn = psn_;
-    info.gid = device_->gid();
+    info.gid = device_->local_port().gid;
     info.mtu = mtu_;
     info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
     info.rkey =
@@ -304,26 +180,14 @@ PeerInfo RDMAEndpoint::local_info() const {
 }
 
 //! [connect]
-// step04's connect_qp: RTR towards the peer, then RTS, with step04's attributes
-// (rtr_attributes, rts_attributes); only the RDMA READ depth is agreed with the peer.
+// step04's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
+// RDMA READ depth, so that they agree without another round trip.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
     if (remote_)
         throw std::logic_error("connect: the endpoint is already connected");
-    // Both sides take the smaller MTU, so that they agree without another round trip.
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
-    const bool ethernet = device_->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET;
-    // RoCE has no LIDs: every packet needs a GRH, whatever the remote GID looks like.
-    if ((ethernet || !is_zero_gid(remote.gid)) && device_->gid_index() < 0)
-        throw std::logic_error("connect: a GRH is needed but no GID was chosen");
-    ibv_qp_attr rtr =
-        rtr_attributes(remote, path_mtu, ethernet, device_->gid_index(), device_->port());
-    // The READ depth both sides agree on: the peer's READs we serve at once, and ours at the peer.
-    const std::uint8_t read_depth = std::min(read_depth_, remote.read_depth);
-    rtr.max_dest_rd_atomic = read_depth;
-    modify(rtr, IBV_QPS_INIT, IBV_QPS_RTR);
-    ibv_qp_attr rts = rts_attributes(psn_);
-    rts.max_rd_atomic = read_depth;
-    modify(rts, IBV_QPS_RTR, IBV_QPS_RTS);
+    connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
+               std::min(read_depth_, remote.read_depth));
     mtu_ = path_mtu;
     remote_ = remote;
 }

@@ -1,14 +1,22 @@
-// ibv_reg_mr's error, with the memlock limit (ulimit -l) that it pins against.
+// The builders the endpoint calls: open_and_check, the buffer, the RC QP, and the memlock hint.
 #pragma once
 
+#include "device.hpp"
 #include "errors.hpp"
+#include "verbs_raii.hpp"
 
+#include <infiniband/verbs.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
+#include <system_error>
 
 namespace tutorial {
 
@@ -40,5 +48,96 @@ namespace tutorial {
     throw TutorialError(kExitRdma, message);
 }
 //! [memlock]
+
+struct QueuePairCaps {
+    ibv_qp_cap requested{};
+    ibv_qp_cap granted{};
+    ibv_qp_state state = IBV_QPS_RESET;
+};
+
+//! [open]
+// What open_and_check found: the device's name and attributes, and the port's.
+struct OpenedDevice {
+    std::string name;
+    ibv_device_attr attr{};
+    ibv_port_attr port_attr{};
+};
+
+// Opens the chosen device (the first when the name is empty), checks that the port exists,
+// and queries both.
+[[nodiscard]] inline OpenedDevice open_and_check(DeviceList& device_list, Context& context,
+                                                 const std::string& device_name, int ib_port) {
+    int count = 0;
+    device_list = get_device_list(count);
+    const std::span<ibv_device* const> devices(device_list.get(), static_cast<std::size_t>(count));
+    ibv_device* device = select_device(devices, device_name);
+    OpenedDevice opened;
+    opened.name = ibv_get_device_name(device);
+    context = open_device(device);
+    if (const int rc = ibv_query_device(context.get(), &opened.attr); rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_device");
+    }
+    check_port(opened.name, ib_port, opened.attr.phys_port_cnt);
+    // ibv_query_port returns the errno value, it does not set errno.
+    if (const int rc =
+            ibv_query_port(context.get(), static_cast<std::uint8_t>(ib_port), &opened.port_attr);
+        rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
+    }
+    return opened;
+}
+//! [open]
+
+//! [build]
+[[nodiscard]] inline std::size_t page_size() {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::size_t>(size) : 4096;
+}
+
+// A zeroed, page-aligned buffer of size bytes, rounded up to whole pages.
+[[nodiscard]] inline Buffer allocate_buffer(std::size_t size) {
+    const std::size_t page = page_size();
+    const std::size_t allocated = (size + page - 1) / page * page;
+    Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
+    if (!buffer) {
+        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
+    }
+    std::memset(buffer.get(), 0, allocated);
+    return buffer;
+}
+
+// An RC QP whose send and receive queues share one CQ, in RESET; caps.requested is what it asks.
+[[nodiscard]] inline QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t tx_depth,
+                                            std::uint32_t rx_depth, QueuePairCaps& caps) {
+    ibv_qp_init_attr init_attr{};
+    init_attr.send_cq = cq;
+    init_attr.recv_cq = cq;
+    init_attr.qp_type = IBV_QPT_RC;
+    init_attr.cap.max_send_wr = tx_depth;
+    init_attr.cap.max_recv_wr = rx_depth;
+    init_attr.cap.max_send_sge = 1;
+    init_attr.cap.max_recv_sge = 1;
+    init_attr.cap.max_inline_data = 64;
+    caps.requested = init_attr.cap;
+    QueuePair qp(ibv_create_qp(pd, &init_attr));
+    if (!qp) {
+        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
+    }
+    return qp;
+}
+
+// What the device granted (it may give more than was asked), and the QP's state.
+inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
+    ibv_qp_attr queried{};
+    ibv_qp_init_attr queried_init{};
+    if (const int rc = ibv_query_qp(qp, &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
+        rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
+    }
+    caps.granted = queried.cap;
+    caps.state = queried.qp_state;
+}
+
+//! [build]
 
 }  // namespace tutorial

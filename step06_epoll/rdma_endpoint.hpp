@@ -5,6 +5,8 @@
 #include "cq_events.hpp"
 #include "errors.hpp"
 #include "gid.hpp"
+#include "local_port.hpp"
+#include "resources.hpp"
 #include "verbs_raii.hpp"
 #include "wire_format.hpp"
 
@@ -39,8 +41,6 @@ class WorkCompletionError : public TutorialError {
     [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
     /// \brief The whole completion, for vendor_err and friends.
     [[nodiscard]] const ibv_wc& completion() const noexcept { return wc_; }
-    /// \brief The most likely cause of a status, in one line.
-    [[nodiscard]] static const char* likely_cause(ibv_wc_status status) noexcept;
 
   private:
     ibv_wc wc_;
@@ -79,7 +79,7 @@ class Device {
     /// \brief step04's opening: the device list, the named device, its context, a port that
     /// exists, its attributes and the GID (-g, or choose_gid()); then the PD.
     /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device, port or
-    ///         GID), kExitUsage (a GID index over the table); std::system_error naming the verb
+    ///         GID); std::system_error naming the verb
     explicit Device(const DeviceConfig& config);
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
@@ -88,23 +88,18 @@ class Device {
     [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
     [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
     /// \brief The device's name, e.g. "rxe0".
-    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] const std::string& name() const noexcept { return opened_.name; }
     [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
-    [[nodiscard]] const ibv_device_attr& attr() const noexcept { return attr_; }
-    [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return port_attr_; }
-    /// \brief The GID index in use, or -1 when none (InfiniBand without GRH).
-    [[nodiscard]] int gid_index() const noexcept { return gid_index_; }
-    [[nodiscard]] const GidBytes& gid() const noexcept { return gid_; }
+    [[nodiscard]] const ibv_device_attr& attr() const noexcept { return opened_.attr; }
+    [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return local_.attr; }
+    /// \brief The port's attributes and the GID index in use, as step04's query_local_port()
+    /// found them.
+    [[nodiscard]] const LocalPort& local_port() const noexcept { return local_; }
 
   private:
-    void choose_local_gid(int wanted);
-
-    std::string name_;
     std::uint8_t port_ = 1;
-    ibv_device_attr attr_{};
-    ibv_port_attr port_attr_{};
-    int gid_index_ = -1;
-    GidBytes gid_{};
+    OpenedDevice opened_;  // step04's open_and_check: the name and the device's attributes
+    LocalPort local_;      // step04's query_local_port: the port's attributes and the GID
     //! [device-members]
     // Declared parent-first: C++ destroys members in reverse, PD -> context -> device list.
     DeviceList device_list_;
@@ -172,6 +167,7 @@ class RDMAEndpoint {
     /// \brief Moves the QP to RTR then RTS towards \p remote, with the smaller MTU and READ depth
     /// of both sides.
     /// \throws std::system_error ("ibv_modify_qp INIT->RTR"/"ibv_modify_qp RTR->RTS")
+    /// \throws TutorialError (kExitPeer) when the port is RoCE and \p remote has no GID
     /// \throws std::logic_error when already connected
     void connect(const PeerInfo& remote);
 
@@ -333,7 +329,6 @@ class RDMAEndpoint {
     void check_device_limits() const;
     void create_queues();
     void create_channel();
-    void modify(ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to);
 
     const Device* device_;
     EndpointConfig config_;

@@ -1,8 +1,11 @@
-// Moving an RC QP through RESET->INIT->RTR->RTS: the attributes of each step.
+// Moving an RC QP through RESET->INIT->RTR->RTS: the attributes of each step, and modify_qp.
 #pragma once
 
 #include "enum_text.hpp"
+#include "errors.hpp"
 #include "gid.hpp"
+#include "local_port.hpp"
+#include "qp_masks.hpp"
 #include "wire_format.hpp"
 
 #include <infiniband/verbs.h>
@@ -12,6 +15,8 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string>
+#include <system_error>
 
 namespace tutorial {
 
@@ -82,6 +87,34 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 }
 
 //! [transitions]
+// One transition, with the attributes rc_transition_mask names for it.
+inline void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
+    // ibv_modify_qp returns the errno value, it does not set errno.
+    if (const int rc = ibv_modify_qp(qp, &attr, rc_transition_mask(from, to)); rc != 0) {
+        throw std::system_error(
+            rc, std::generic_category(),
+            std::string("ibv_modify_qp ") + qp_state_text(from) + "->" + qp_state_text(to));
+    }
+}
+
+// INIT->RTR->RTS once the peer's address is known. Both sides must use the same path MTU: see
+// the chapter. read_depth: the RDMA READs in flight, each way, that both sides agreed on.
+inline void connect_qp(ibv_qp* qp, const LocalPort& port, int ib_port, ibv_mtu path_mtu,
+                       std::uint32_t local_psn, const QpEndpointInfo& remote,
+                       std::uint8_t read_depth) {
+    const bool ethernet = port.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    if (ethernet && is_zero_gid(remote.gid)) {
+        throw TutorialError(kExitPeer, "the peer sent GID :: (all zeros), but RoCE routes by GID",
+                            "start the peer with a GID index (-g), e.g. ibv_rc_pingpong -g 1");
+    }
+    ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet, port.gid_index, ib_port);
+    rtr.max_dest_rd_atomic = read_depth;  // the peer's READs we serve at once
+    modify_qp(qp, rtr, IBV_QPS_INIT, IBV_QPS_RTR);
+    ibv_qp_attr rts = rts_attributes(local_psn);
+    rts.max_rd_atomic = read_depth;  // our READs in flight at the peer
+    modify_qp(qp, rts, IBV_QPS_RTR, IBV_QPS_RTS);
+}
+
 [[nodiscard]] inline std::uint32_t random_psn() {
     std::random_device entropy;
     return std::uniform_int_distribution<std::uint32_t>(0, 0xffffff)(entropy);

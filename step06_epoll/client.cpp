@@ -30,7 +30,8 @@ namespace {
 /// The client's three ways to reap completions.
 class CompletionWaiter {
   public:
-    CompletionWaiter(RDMAEndpoint& ep, const Options& o) : ep_(ep), o_(o) {}
+    CompletionWaiter(RDMAEndpoint& ep, const Socket& server, const Options& o)
+        : ep_(ep), server_(server), o_(o) {}
 
     /// Calls `handle(wc)` for at least one completion (or returns at `wake_at`
     /// when that comes first). Throws on timeout or interruption.
@@ -60,6 +61,16 @@ class CompletionWaiter {
         return n;
     }
 
+    /// Once nothing came: has the server closed the TCP connection it keeps for the session?
+    void check_server() const {
+        if (peer_closed(server_)) {
+            throw TutorialError(kExitPeer,
+                                "the server closed the connection during the run: it stopped, "
+                                "or ended this client's session",
+                                "its own output says why");
+        }
+    }
+
     static void check_deadline(Clock::time_point deadline, const char* mode) {
         if (Clock::now() > deadline) {
             throw TutorialError(kExitTimeout,
@@ -77,6 +88,7 @@ class CompletionWaiter {
             }
             if ((spins & 1023) == 0) {
                 throw_if_stopped();
+                check_server();
                 const auto now = Clock::now();
                 if (wake_at && now >= *wake_at) {
                     return;
@@ -120,6 +132,7 @@ class CompletionWaiter {
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
+            check_server();
             check_deadline(deadline, "event");
         }
     }
@@ -168,12 +181,14 @@ class CompletionWaiter {
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
+            check_server();
             check_deadline(deadline, "spin");
         }
     }
     //! [spin]
 
     RDMAEndpoint& ep_;
+    const Socket& server_;  // the handshake's TCP connection, kept open
     const Options& o_;
     std::array<ibv_wc, 16> batch_{};
     bool armed_ = false;
@@ -186,8 +201,8 @@ struct ClientRun {
     CpuUsage cpu_before, cpu_after;
 };
 
-ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, PingPong& pingpong) {
-    CompletionWaiter waiter(ep, o);
+ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, const Socket& server, PingPong& pingpong) {
+    CompletionWaiter waiter(ep, server, o);
     ClientRun run;
     run.round_trips.reserve(o.iters);
     run.cpu_before = cpu_usage();
@@ -266,14 +281,15 @@ int run_client(const Options& o) {
     }
     pingpong.post_initial_receives();
 
-    // step05's client handshake, v3: TCP, exchange, "done", RTR, RTS.
-    connect_to_peer(ep, o.host, o.tcp_port, handshake_settings(o));
+    // step05's client handshake, v3: TCP, exchange, "done", RTR, RTS. The TCP connection stays
+    // open: the server closes it when it ends the session.
+    const Socket server = connect_to_peer(ep, o.host, o.tcp_port, handshake_settings(o));
     const PeerInfo remote = *ep.remote_info();
     print_address("local", ep.local_info());
     print_address("remote", remote);
     std::fflush(stdout);
 
-    const ClientRun run = ping_pong(o, ep, pingpong);
+    const ClientRun run = ping_pong(o, ep, server, pingpong);
     print_figures(o, run);
     if (latency_file) {
         const std::string label = std::string(kLatencyLabel) + " " + mode_label(o);

@@ -5,6 +5,9 @@
 #include "tcp.hpp"
 #include "wire_format.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -200,11 +203,18 @@ void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
 //! [handshake]
 
 // step04's connect_to_peer, in the two roles: TCP (tcp.hpp), then the handshake.
-void connect_to_peer(RDMAEndpoint& endpoint, const std::string& host, std::uint16_t port,
-                     const HandshakeSettings& settings) {
+Socket connect_to_peer(RDMAEndpoint& endpoint, const std::string& host, std::uint16_t port,
+                       const HandshakeSettings& settings) {
     std::string server_name;
-    const Socket server = connect_to(host, port, settings.timeout, server_name);
+    Socket server = connect_to(host, port, settings.timeout, server_name);
     handshake_as_client(endpoint, server, settings);
+    return server;
+}
+
+bool peer_closed(const Socket& connection) {
+    char byte = 0;
+    const ssize_t n = ::recv(connection.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 }  // namespace tutorial

@@ -132,20 +132,40 @@ Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds
 }
 //! [watchdog]
 
-/// Runs the reactor until the client coroutine ends, a signal comes, or the watchdog finds the
-/// client silent. A client stopped early has its frame destroyed here (its awaiters leave the
-/// reactor and the endpoint), and the error says why.
-void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const ClientRun& run) {
+/// The server keeps the handshake's TCP connection open until it ends this client's session, and
+/// sends nothing on it after the handshake: readable means closed. (A QP that the server
+/// destroyed sends nothing, so without this the client would learn only at --timeout.)
+Task<void> server_gone(Reactor& reactor, FdWatch& connection, const Socket& server) {
+    do {
+        co_await reactor.readable(connection);
+    } while (!peer_closed(server));
+}
+
+/// Runs the reactor until the client coroutine ends, a signal comes, the server closes the
+/// connection, or the watchdog finds the client silent. A client stopped early has its frame
+/// destroyed here (its awaiters leave the reactor and the endpoint), and the error says why.
+void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const ClientRun& run,
+                const Socket& server) {
+    FdWatch connection(reactor, server.get());  // declared first: it outlives gone's awaiter
+    Task<void> gone = server_gone(reactor, connection, server);
     Task<void> silent = watchdog(reactor, run, std::chrono::seconds(o.timeout_seconds));
     reactor.spawn(task);
+    reactor.spawn(gone);
     reactor.spawn(silent);
-    reactor.run_until([&] { return task.done() || g_stop_signal != 0 || silent.done(); });
+    reactor.run_until(
+        [&] { return task.done() || g_stop_signal != 0 || gone.done() || silent.done(); });
     if (task.done()) {
         task.result();  // rethrows what ended it
         return;
     }
     task.reset();
     throw_if_stopped();  // tcp.hpp's "interrupted by SIGINT", exit 130, as step06
+    if (gone.done()) {
+        throw TutorialError(kExitPeer,
+                            "the server closed the connection during the run: it stopped, or "
+                            "ended this client's session",
+                            "its own output says why");
+    }
     throw TutorialError(kExitTimeout, "no completion within --timeout (event mode)");
 }
 
@@ -160,8 +180,8 @@ int run_client(const Options& o) {
 
     // step06's client handshake, v3: TCP, exchange, "done", RTR, RTS. Its waits block: the
     // client has no other coroutine to run yet.
-    connect_to_peer(ep.endpoint(), o.host, static_cast<std::uint16_t>(o.tcp_port),
-                    handshake_settings(o));
+    const Socket server = connect_to_peer(
+        ep.endpoint(), o.host, static_cast<std::uint16_t>(o.tcp_port), handshake_settings(o));
     print_address("local", ep.endpoint().local_info());
     print_address("remote", *ep.endpoint().remote_info());
     std::fflush(stdout);
@@ -170,7 +190,7 @@ int run_client(const Options& o) {
     run.round_trips.reserve(o.iters);
     run.cpu_before = cpu_usage();
     Task<void> task = ping_pong(reactor, ep, o, run);
-    run_to_end(reactor, task, o, run);
+    run_to_end(reactor, task, o, run, server);
     run.cpu_after = cpu_usage();
 
     print_figures(o, run);

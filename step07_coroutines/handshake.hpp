@@ -3,6 +3,7 @@
 #pragma once
 
 #include "rdma_endpoint.hpp"
+#include "tcp.hpp"
 
 #include <array>
 #include <chrono>
@@ -83,10 +84,17 @@ struct HandshakeSettings {
 
 /// \brief Connects \p endpoint as the client: TCP to \p host:\p port, handshake v3, RTR and RTS.
 /// (The server, server.hpp, does its side in its event loop.)
+/// \return the TCP connection, open: the server keeps its end until the session ends, so its
+///         close tells the client that the server has gone (see peer_closed())
 /// \throws TutorialError kExitPeer (refused, closed, bad handshake, or in v3 a -s or -n that
 ///         differs from the peer's: describe_run_mismatch()), kExitTimeout
 /// \throws std::system_error naming the verb or socket call that failed
-void connect_to_peer(RDMAEndpoint& endpoint, const std::string& host, std::uint16_t port,
-                     const HandshakeSettings& settings);
+[[nodiscard]] Socket connect_to_peer(RDMAEndpoint& endpoint, const std::string& host,
+                                     std::uint16_t port, const HandshakeSettings& settings);
+
+/// \brief True once the peer has closed \p connection (or reset it): a check that never blocks.
+/// A QP that the peer destroyed sends nothing, so a client waiting for a receive would learn of
+/// the server's end only at --timeout; its TCP connection tells at once.
+[[nodiscard]] bool peer_closed(const Socket& connection);
 
 }  // namespace tutorial

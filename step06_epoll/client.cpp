@@ -176,8 +176,7 @@ class CompletionWaiter {
             if (wake_at && Clock::now() >= *wake_at) {
                 return;
             }
-            // The safety net; it re-arms too when an earlier find's event never came
-            // (armed_ stays true: the CQ is armed again).
+            // The safety net; it re-arms the CQ before it polls.
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }

@@ -1,13 +1,26 @@
-// Step 06: the completion-event bookkeeping (get, count, re-arm, drain, ack), free of any device.
+// Step 06: the completion-event bookkeeping (get, re-arm, drain, ack), free of any device.
 #pragma once
 
 #include <cassert>
-#include <cerrno>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
 
+#ifdef TUTORIAL_CLASSIFY_WAKEUPS
+#include "wakeup_classifier.hpp"  // the flood test's build only (../tests)
+#endif
+
 namespace tutorial {
+
+#ifndef TUTORIAL_CLASSIFY_WAKEUPS
+/// The program counts no wake-ups: its safety net always re-arms. The flood test's build replaces
+/// this with ../tests/wakeup_classifier.hpp, which tells a late event from a lost wake-up.
+struct WakeupClassifier {
+    void on_event() noexcept {}
+    [[nodiscard]] bool rearm_before_safety_net() noexcept { return true; }
+    void on_safety_net_find(bool /*rearmed*/) noexcept {}
+};
+#endif
 
 //! [tracker]
 /// Counts the completion events of ONE completion queue and decides when to
@@ -24,16 +37,10 @@ class CqEventTracker {
         ++received_;
         ++unacked_;
         needs_rearm_ = true;
-        if (suspect_) {  // the safety net found work and did not re-arm: this is its event
-            suspect_ = false;
-            ++late_events_;
-        }
+        wakeups.on_event();
     }
     /// ibv_req_notify_cq() succeeded.
-    void on_rearm() {
-        needs_rearm_ = false;
-        ++rearms_;
-    }
+    void on_rearm() { needs_rearm_ = false; }
     /// True while an event was taken but the CQ was not re-armed since: draining
     /// now could lose the wake-up for a completion that lands after the drain.
     [[nodiscard]] bool needs_rearm() const { return needs_rearm_; }
@@ -41,13 +48,11 @@ class CqEventTracker {
     /// A drain (poll until empty) after an event found `found` completions.
     void on_drain(std::uint64_t found) {
         assert(!needs_rearm_ && "re-arm the CQ before draining it");
-        ++drains_;
         if (found == 0) {
             ++empty_drains_;  // legal: the CQE was reaped by an earlier drain
         }
         completions_ += found;
     }
-
     /// A spinning poll (--spin-us, before sleeping) took `found` completions. If
     /// the CQ was armed, the first of them raised an event (which disarmed it); that
     /// event still comes, and its drain may be empty.
@@ -55,28 +60,11 @@ class CqEventTracker {
         completions_ += found;
         spin_completions_ += found;
     }
-
-    /// The safety net is about to poll a CQ that is armed by the protocol (its
-    /// last event was followed by a re-arm). True when it must re-arm first: its
-    /// previous find has waited a whole safety period and its event never came.
-    /// That wake-up is counted as lost, and the CQE behind it disarmed the CQ.
-    [[nodiscard]] bool safety_net_begin() {
-        if (!suspect_) {
-            return false;
-        }
-        suspect_ = false;
-        ++lost_wakeups_;
-        return true;
-    }
-    /// The safety-net poll found `found` completions that no event announced.
-    /// Unless the CQ was just re-armed (`rearmed`), the first of them disarmed an
-    /// armed CQ, so exactly one event is owed: the next on_event() is that event
-    /// (a late one), and none by the next safety_net_begin() means a lost one.
-    void on_safety_net_poll(std::uint64_t found, bool rearmed = false) {
+    /// The safety net found `found` completions that no event announced (yet).
+    void on_safety_net_poll(std::uint64_t found) {
         if (found > 0) {
             ++safety_net_finds_;
             completions_ += found;
-            suspect_ = !rearmed;
         }
     }
 
@@ -104,22 +92,15 @@ class CqEventTracker {
 
     [[nodiscard]] std::uint64_t received() const { return received_; }
     [[nodiscard]] std::uint64_t acked() const { return acked_; }
-    [[nodiscard]] std::uint64_t rearms() const { return rearms_; }
-    [[nodiscard]] std::uint64_t drains() const { return drains_; }
     [[nodiscard]] std::uint64_t empty_drains() const { return empty_drains_; }
     [[nodiscard]] std::uint64_t completions() const { return completions_; }
     /// The completions that a spinning poll took (on_spin_poll()).
     [[nodiscard]] std::uint64_t spin_completions() const { return spin_completions_; }
     [[nodiscard]] std::uint64_t safety_net_finds() const { return safety_net_finds_; }
-    /// Finds whose event did arrive afterwards: the CQE was visible before the
-    /// kernel had queued its event. Not lost.
-    [[nodiscard]] std::uint64_t late_events() const { return late_events_; }
-    /// Finds whose event had not come a whole safety period later: the wake-ups
-    /// the driver lost. A find whose event is still owed counts too (an upper
-    /// bound at the end of a run).
-    [[nodiscard]] std::uint64_t lost_wakeups() const { return lost_wakeups_ + (suspect_ ? 1 : 0); }
     /// The invariant that lets ibv_destroy_cq() return: every event acked.
     [[nodiscard]] bool balanced() const { return acked_ == received_ && unacked_ == 0; }
+
+    WakeupClassifier wakeups;  ///< empty in the program; the flood test's build counts here
 
   private:
     std::uint32_t ack_batch_;
@@ -127,15 +108,10 @@ class CqEventTracker {
     bool needs_rearm_ = false;
     std::uint64_t received_ = 0;
     std::uint64_t acked_ = 0;
-    std::uint64_t rearms_ = 0;
-    std::uint64_t drains_ = 0;
     std::uint64_t empty_drains_ = 0;
     std::uint64_t completions_ = 0;
     std::uint64_t spin_completions_ = 0;
     std::uint64_t safety_net_finds_ = 0;
-    std::uint64_t late_events_ = 0;
-    std::uint64_t lost_wakeups_ = 0;
-    bool suspect_ = false;  // a safety-net find whose event is still owed
 };
 //! [tracker]
 
@@ -144,6 +120,23 @@ struct ChannelPass {
     std::uint32_t events = 0;       // events taken with ibv_get_cq_event
     std::uint64_t completions = 0;  // work completions drained after re-arming
 };
+
+/// Polls until the CQ is empty, handing each work completion to `on_completion`; returns how
+/// many there were.
+template <typename Source, typename W, typename OnCompletion>
+std::uint64_t drain(Source& source, std::span<W> batch, OnCompletion& on_completion) {
+    std::uint64_t found = 0;
+    for (;;) {
+        const int n = source.poll(batch);
+        for (int i = 0; i < n; ++i) {
+            on_completion(batch[static_cast<std::size_t>(i)]);
+        }
+        found += static_cast<std::uint64_t>(n);
+        if (n < static_cast<int>(batch.size())) {
+            return found;
+        }
+    }
+}
 
 //! [protocol]
 /// The whole protocol for a readable completion channel whose fd is O_NONBLOCK
@@ -170,16 +163,7 @@ ChannelPass service_channel(Source& source, CqEventTracker& tracker, std::span<W
     source.request_notify();
     tracker.on_rearm();
     // 3. Drain until empty. Finding nothing is legal (an earlier drain took it).
-    for (;;) {
-        const int n = source.poll(batch);
-        for (int i = 0; i < n; ++i) {
-            on_completion(batch[static_cast<std::size_t>(i)]);
-        }
-        pass.completions += static_cast<std::uint64_t>(n);
-        if (n < static_cast<int>(batch.size())) {
-            break;
-        }
-    }
+    pass.completions = drain(source, batch, on_completion);
     tracker.on_drain(pass.completions);
     // 4. Acknowledge in batches: ibv_ack_cq_events takes a mutex.
     if (const std::uint32_t due = tracker.acks_due(); due > 0) {
@@ -201,34 +185,23 @@ void ack_all_before_destroy(Source& source, CqEventTracker& tracker) noexcept {
 //! [protocol]
 
 //! [safety_net_poll]
-/// The safety net for a CQ that the protocol keeps armed: poll it although no
-/// event came (epoll_wait timed out, or the connection was quiet for a whole
-/// safety period). A find does NOT re-arm: the CQE that was found disarmed the
-/// CQ, so the next event on this channel can only be the one it owes, and its
-/// arrival tells a late event from a lost one. Only when the previous find's
-/// event never came does it re-arm, before polling: a lost wake-up thus costs
-/// two safety periods instead of one, the price of telling the two apart.
+/// The safety net for a CQ that no event woke: epoll_wait timed out, or the connection was
+/// quiet for a whole safety period. Events should have woken us, so it should find nothing; it
+/// re-arms, then drains, so that even after a lost wake-up the next completion raises an event.
 /// Returns how many completions it handed to `on_completion`.
 template <typename Source, typename W, typename OnCompletion>
 std::uint64_t safety_net_poll(Source& source, CqEventTracker& tracker, std::span<W> batch,
                               OnCompletion&& on_completion) {
-    const bool rearm = tracker.safety_net_begin();
+    const bool rearm = tracker.wakeups.rearm_before_safety_net();
     if (rearm) {
         source.request_notify();
         tracker.on_rearm();
     }
-    std::uint64_t found = 0;
-    for (;;) {
-        const int n = source.poll(batch);
-        for (int i = 0; i < n; ++i) {
-            on_completion(batch[static_cast<std::size_t>(i)]);
-        }
-        found += static_cast<std::uint64_t>(n);
-        if (n < static_cast<int>(batch.size())) {
-            break;
-        }
+    const std::uint64_t found = drain(source, batch, on_completion);
+    tracker.on_safety_net_poll(found);
+    if (found > 0) {
+        tracker.wakeups.on_safety_net_find(rearm);
     }
-    tracker.on_safety_net_poll(found, rearm);
     return found;
 }
 //! [safety_net_poll]

@@ -162,7 +162,7 @@ void Server::on_channel(ClientSession& s) {
 //! [safety_net]
 /// The safety net: when epoll_wait timed out, or a client made no progress for
 /// --safety-ms, poll its CQ anyway. Events should have woken us; a completion
-/// found here is counted, and told late or lost by whether its event follows.
+/// found here is counted as a safety-net find.
 void Server::safety_net_sweep(bool timed_out) {
     const auto now = Clock::now();
     const auto idle = std::chrono::milliseconds(o_.safety_ms);

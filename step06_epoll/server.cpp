@@ -445,8 +445,6 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         totals_.acked += ev.acked();
         totals_.empty_drains += ev.empty_drains();
         totals_.safety_net_finds += ev.safety_net_finds();
-        totals_.late_events += ev.late_events();
-        totals_.lost_wakeups += ev.lost_wakeups();
         totals_.completions += ev.completions();
         totals_.spin_completions += ev.spin_completions();
         totals_.messages += s.pingpong->received();
@@ -519,13 +517,11 @@ void Server::shut_down() {
                 static_cast<unsigned long long>(totals_.messages));
     std::printf(
         "server: CQ events: received %llu, acked %llu, empty drains %llu, safety-net finds "
-        "%llu (late events %llu, lost wake-ups %llu)\n",
+        "%llu\n",
         static_cast<unsigned long long>(totals_.events),
         static_cast<unsigned long long>(totals_.acked),
         static_cast<unsigned long long>(totals_.empty_drains),
-        static_cast<unsigned long long>(totals_.safety_net_finds),
-        static_cast<unsigned long long>(totals_.late_events),
-        static_cast<unsigned long long>(totals_.lost_wakeups));
+        static_cast<unsigned long long>(totals_.safety_net_finds));
     if (o_.spin_us > 0) {
         std::printf("server: spin: --spin-us %u took %llu of %llu completions before sleeping\n",
                     o_.spin_us, static_cast<unsigned long long>(totals_.spin_completions),

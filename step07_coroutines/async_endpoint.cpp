@@ -66,7 +66,7 @@ void AsyncEndpoint::close() noexcept {
         return;
     }
     channel_.reset();         // out of the epoll set while the channel's fd is open
-    take_queued_events(ep_);  // pingpong.hpp: an event after the last drain counts as late
+    take_queued_events(ep_);  // pingpong.hpp
     ack_all_before_destroy(ep_, ep_.events());
 }
 

@@ -447,8 +447,6 @@ void Server::finish(ClientSession& s, const Outcome& outcome) {
         totals_.acked += ev.acked();
         totals_.empty_drains += ev.empty_drains();
         totals_.safety_net_finds += ev.safety_net_finds();
-        totals_.late_events += ev.late_events();
-        totals_.lost_wakeups += ev.lost_wakeups();
         totals_.completions += ev.completions();
         totals_.messages += s.received;
     }
@@ -469,13 +467,11 @@ void Server::print_totals() const {
                 static_cast<unsigned long long>(totals_.messages));
     std::printf(
         "server: CQ events: received %llu, acked %llu, empty drains %llu, safety-net finds "
-        "%llu (late events %llu, lost wake-ups %llu)\n",
+        "%llu\n",
         static_cast<unsigned long long>(totals_.events),
         static_cast<unsigned long long>(totals_.acked),
         static_cast<unsigned long long>(totals_.empty_drains),
-        static_cast<unsigned long long>(totals_.safety_net_finds),
-        static_cast<unsigned long long>(totals_.late_events),
-        static_cast<unsigned long long>(totals_.lost_wakeups));
+        static_cast<unsigned long long>(totals_.safety_net_finds));
     std::printf(
         "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
         "involuntary\n",

@@ -1,6 +1,8 @@
 // Unit tests of cq_events.hpp, which step06 and step07 carry byte-identical: the event
 // bookkeeping against a fake event source (no device, no verbs faked). tests/CMakeLists.txt builds
-// this file once per step, against that step's copy (step06_unit_cq_events, step07_unit_cq_events).
+// this file twice per step, against that step's copy: as the program is (stepNN_unit_cq_events),
+// and with -DTUTORIAL_CLASSIFY_WAKEUPS, which brings in wakeup_classifier.hpp, the late/lost
+// classifier the flood's build uses (stepNN_unit_wakeups).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,7 +120,6 @@ TEST(CqEventTracker, RearmClearsTheFlagAndEmptyDrainsAreCounted) {
     EXPECT_FALSE(t.needs_rearm());
     t.on_drain(0);
     t.on_drain(5);
-    EXPECT_EQ(t.drains(), 2u);
     EXPECT_EQ(t.empty_drains(), 1u);
     EXPECT_EQ(t.completions(), 5u);
 }
@@ -127,38 +128,9 @@ TEST(CqEventTracker, SafetyNetCountsOnlyPollsThatFoundWork) {
     CqEventTracker t(1);
     t.on_safety_net_poll(0);
     EXPECT_EQ(t.safety_net_finds(), 0u);
-    EXPECT_FALSE(t.safety_net_begin()) << "nothing found, nothing owed";
     t.on_safety_net_poll(2);
     EXPECT_EQ(t.safety_net_finds(), 1u);
     EXPECT_EQ(t.completions(), 2u);
-}
-
-TEST(CqEventTracker, TheEventAfterAFindIsItsLateEvent) {
-    CqEventTracker t(1);
-    t.on_safety_net_poll(1);  // the sweep took the CQE before its event was queued
-    t.on_event();             // the event arrives after all, whatever its drain finds
-    t.on_rearm();
-    t.on_drain(1);
-    EXPECT_EQ(t.late_events(), 1u);
-    EXPECT_EQ(t.lost_wakeups(), 0u);
-    EXPECT_FALSE(t.safety_net_begin()) << "nothing is owed any more: no re-arm";
-    t.on_event();  // a later event is not blamed on the old find
-    EXPECT_EQ(t.late_events(), 1u);
-}
-
-TEST(CqEventTracker, AFindWhoseEventNeverComesIsLostAndTheNextPassReArms) {
-    CqEventTracker t(1);
-    t.on_safety_net_poll(1);
-    EXPECT_EQ(t.lost_wakeups(), 1u) << "still owed: counted, as an upper bound";
-    EXPECT_TRUE(t.safety_net_begin()) << "a whole safety period without the event: re-arm";
-    EXPECT_EQ(t.lost_wakeups(), 1u);
-    t.on_rearm();
-    t.on_safety_net_poll(1, /*rearmed=*/true);  // it arrived while the CQ was disarmed
-    EXPECT_FALSE(t.safety_net_begin()) << "after a re-arm, nothing is owed";
-    t.on_event();
-    EXPECT_EQ(t.late_events(), 0u);
-    EXPECT_EQ(t.lost_wakeups(), 1u);
-    EXPECT_EQ(t.safety_net_finds(), 2u);
 }
 
 #ifndef NDEBUG
@@ -210,7 +182,7 @@ TEST(ServiceChannel, SpuriousWakeupDoesNotArmOrPoll) {
     CqEventTracker t(1);
     run_pass(ch, t);
     EXPECT_EQ(ch.calls, (std::vector<std::string>{"EAGAIN"}));
-    EXPECT_EQ(t.rearms(), 0u);
+    EXPECT_FALSE(ch.armed);
 }
 
 TEST(ServiceChannel, CompletionArrivingAfterRearmIsDrainedAndStillRaisesAnEvent) {
@@ -290,6 +262,67 @@ TEST(ServiceChannel, AckAllBeforeDestroyAcksTheRemainder) {
     EXPECT_EQ(ch.calls.back(), "ack3");
 }
 
+TEST(SafetyNetPoll, DrainsMoreThanOneBatch) {
+    FakeChannel ch;
+    for (int i = 0; i < 9; ++i) {
+        ch.cq.push_back({i});
+    }
+    CqEventTracker t(1);
+    std::vector<FakeCompletion> batch(4);
+    int n = 0;
+    auto count = [&](const FakeCompletion&) { ++n; };
+    EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), count), 9u);
+    EXPECT_EQ(n, 9);
+    EXPECT_EQ(t.safety_net_finds(), 1u) << "one find, however many completions";
+}
+
+#ifndef TUTORIAL_CLASSIFY_WAKEUPS
+TEST(SafetyNetPoll, ReArmsThenDrains) {
+    FakeChannel ch;
+    ch.cq = {{1}};  // a CQE whose event never came: the CQ stays disarmed unless re-armed
+    CqEventTracker t(1);
+    std::vector<FakeCompletion> batch(4);
+    auto ignore = [](const FakeCompletion&) {};
+    EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), ignore), 1u);
+    EXPECT_EQ(ch.calls, (std::vector<std::string>{"arm", "poll1"}));
+    EXPECT_TRUE(ch.armed) << "the next CQE raises an event";
+    EXPECT_EQ(t.safety_net_finds(), 1u);
+}
+#else
+// The classifier (wakeup_classifier.hpp): a find does not re-arm, and whether its event follows
+// tells a late event from a lost wake-up.
+TEST(CqEventTracker, TheEventAfterAFindIsItsLateEvent) {
+    CqEventTracker t(1);
+    t.on_safety_net_poll(1);  // the sweep took the CQE before its event was queued
+    t.wakeups.on_safety_net_find(false);
+    t.on_event();  // the event arrives after all, whatever its drain finds
+    t.on_rearm();
+    t.on_drain(1);
+    EXPECT_EQ(t.wakeups.late_events(), 1u);
+    EXPECT_EQ(t.wakeups.lost_wakeups(), 0u);
+    EXPECT_FALSE(t.wakeups.rearm_before_safety_net()) << "nothing is owed any more: no re-arm";
+    t.on_event();  // a later event is not blamed on the old find
+    EXPECT_EQ(t.wakeups.late_events(), 1u);
+}
+
+TEST(CqEventTracker, AFindWhoseEventNeverComesIsLostAndTheNextPassReArms) {
+    CqEventTracker t(1);
+    t.on_safety_net_poll(1);
+    t.wakeups.on_safety_net_find(false);
+    EXPECT_EQ(t.wakeups.lost_wakeups(), 1u) << "still owed: counted, as an upper bound";
+    EXPECT_TRUE(t.wakeups.rearm_before_safety_net())
+        << "a whole safety period without the event: re-arm";
+    EXPECT_EQ(t.wakeups.lost_wakeups(), 1u);
+    t.on_rearm();
+    t.on_safety_net_poll(1);  // it arrived while the CQ was disarmed
+    t.wakeups.on_safety_net_find(/*rearmed=*/true);
+    EXPECT_FALSE(t.wakeups.rearm_before_safety_net()) << "after a re-arm, nothing is owed";
+    t.on_event();
+    EXPECT_EQ(t.wakeups.late_events(), 0u);
+    EXPECT_EQ(t.wakeups.lost_wakeups(), 1u);
+    EXPECT_EQ(t.safety_net_finds(), 2u);
+}
+
 TEST(SafetyNetPoll, AFindDoesNotReArmAndItsEventCountsAsLate) {
     FakeChannel ch;
     ch.cq = {{1}};  // the CQE disarmed the CQ; its event is still on its way
@@ -301,8 +334,8 @@ TEST(SafetyNetPoll, AFindDoesNotReArmAndItsEventCountsAsLate) {
     EXPECT_EQ(ch.calls, (std::vector<std::string>{"poll1"})) << "no arm: the event is owed";
     ch.queued_events = 1;  // it arrives
     EXPECT_TRUE(run_pass(ch, t).empty());
-    EXPECT_EQ(t.late_events(), 1u);
-    EXPECT_EQ(t.lost_wakeups(), 0u);
+    EXPECT_EQ(t.wakeups.late_events(), 1u);
+    EXPECT_EQ(t.wakeups.lost_wakeups(), 0u);
     EXPECT_EQ(seen, (std::vector<int>{1}));
 }
 
@@ -317,23 +350,9 @@ TEST(SafetyNetPoll, WhenTheEventNeverComesTheNextPassArmsBeforePolling) {
     ch.calls.clear();
     EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), ignore), 1u);
     EXPECT_EQ(ch.calls, (std::vector<std::string>{"arm", "poll1"}));
-    EXPECT_EQ(t.lost_wakeups(), 1u);
-    EXPECT_EQ(t.late_events(), 0u);
+    EXPECT_EQ(t.wakeups.lost_wakeups(), 1u);
+    EXPECT_EQ(t.wakeups.late_events(), 0u);
     EXPECT_TRUE(ch.armed) << "armed again: the next CQE raises an event";
-}
-
-TEST(SafetyNetPoll, DrainsMoreThanOneBatch) {
-    FakeChannel ch;
-    for (int i = 0; i < 9; ++i) {
-        ch.cq.push_back({i});
-    }
-    CqEventTracker t(1);
-    std::vector<FakeCompletion> batch(4);
-    int n = 0;
-    auto count = [&](const FakeCompletion&) { ++n; };
-    EXPECT_EQ(tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), count), 9u);
-    EXPECT_EQ(n, 9);
-    EXPECT_EQ(t.safety_net_finds(), 1u) << "one find, however many completions";
 }
 
 TEST(SafetyNetPoll, CountsExactlyTheEventsTheDriverDropped) {
@@ -393,11 +412,13 @@ TEST(SafetyNetPoll, CountsExactlyTheEventsTheDriverDropped) {
         ASSERT_EQ(seen[static_cast<std::size_t>(i)], i);
     }
     EXPECT_GT(dropped, 10u);
-    EXPECT_EQ(t.lost_wakeups(), dropped);
-    EXPECT_GT(t.late_events(), 0u);
-    EXPECT_LE(t.late_events(), delayed);
+    EXPECT_EQ(t.wakeups.lost_wakeups(), dropped);
+    EXPECT_GT(t.wakeups.late_events(), 0u);
+    EXPECT_LE(t.wakeups.late_events(), delayed);
     tutorial::ack_all_before_destroy(ch, t);
     EXPECT_EQ(ch.acked, t.received());
 }
+
+#endif
 
 }  // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Flood: CLIENTS concurrent clients (default 9) on the one-threaded server, each
 # sending MSGS checked messages, with a CQ of 4 entries under 64 posted receives:
-# every message is delivered and verified, nothing hangs, and acked == received.
+# every message is delivered and verified, nothing hangs, acked == received, and no wake-up is lost.
 #   tests/flood.sh BIN [MSGS [CLIENTS]]   (ctest passes the CI size; see the chapter)
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -39,5 +39,13 @@ expect_line server out "server: messages received: $((clients * msgs))"
 events=$(field server out '^server: CQ events: received ([0-9]+), acked [0-9]+,.*')
 acked=$(field server out '^server: CQ events: received [0-9]+, acked ([0-9]+),.*')
 [[ $events -gt 0 && $events == "$acked" ]] || fail "server: events received $events, acked $acked"
+# BIN is the flood's build (tests/wakeup_classifier.hpp): every CQ, the server's and each client's,
+# prints "cq wake-ups: late events N, lost wake-ups N" when it is destroyed. None may be lost.
+served=$(grep -c '^cq wake-ups: ' "$TEST_TMP/server.out")
+((served >= clients)) || fail "server: $served 'cq wake-ups' lines for $clients clients (is BIN the flood's build?)"
+lost=$(awk -F'lost wake-ups ' '/^cq wake-ups: /{n += $2} END{print n + 0}' "$TEST_TMP"/*.out)
+late=$(awk -F'late events |,' '/^cq wake-ups: /{n += $2} END{print n + 0}' "$TEST_TMP"/*.out)
+echo "flood: late events $late, lost wake-ups $lost"
+[[ $lost == 0 ]] || fail "$lost lost wake-up(s); the flood must lose none"
 grep -h "safety-net finds" "$TEST_TMP"/*.out | sed 's/^/flood: /'
 echo PASS

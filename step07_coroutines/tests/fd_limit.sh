@@ -9,7 +9,13 @@ require_device
 bin=$1
 port=$((20000 + RANDOM % 20000))
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 2000 --check --timeout 30)
-"$bin" "${common[@]}" --exit-after 3 >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
+# Under UBSan (the asan presets) the channel case below cannot run: UBSan's vptr check reads a
+# vtable through a pipe that it opens itself, and with no fd free it calls the server's valid
+# std::system_error an object with an invalid vptr, and stops the program. The plain build runs
+# that case; the sanitized one runs the others.
+sanitized=0
+ldd "$bin" | grep -q libubsan && sanitized=1
+"$bin" "${common[@]}" --exit-after $((3 - sanitized)) >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
 server=$!
 a_pid=
 on_exit() {
@@ -42,9 +48,11 @@ expect_line server out "server: refused a client: out of file descriptors (open-
 
 # One fd free: the socket is accepted, and ibv_create_comp_channel finds no fd.
 prlimit --pid "$server" --nofile="${free[1]}:"
-run_cmd client_c "$bin" "${common[@]}" 127.0.0.1
-expect_exit client_c 6
-expect_match server out "^server: client [0-9]+ \(127\.0\.0\.1:[0-9]+\): rejected: out of file descriptors \(open-file limit ${free[1]}, ulimit -n; 1 client\(s\) hold theirs\): new clients are served again once some end \(ibv_create_comp_channel: Too many open files\)$"
+if ((sanitized == 0)); then
+    run_cmd client_c "$bin" "${common[@]}" 127.0.0.1
+    expect_exit client_c 6
+    expect_match server out "^server: client [0-9]+ \(127\.0\.0\.1:[0-9]+\): rejected: out of file descriptors \(open-file limit ${free[1]}, ulimit -n; 1 client\(s\) hold theirs\): new clients are served again once some end \(ibv_create_comp_channel: Too many open files\)$"
+fi
 
 # Client A goes on and completes; its fds are freed, and client D is served.
 kill -CONT "$a_pid"
@@ -58,6 +66,6 @@ rc=0
 wait "$server" || rc=$?
 echo "$rc" >"$TEST_TMP/server.rc"
 expect_exit server 0
-expect_match server out '^server: clients: 2 connected, 2 complete, 0 failed, 1 rejected, 0 aborted$'
+expect_match server out "^server: clients: 2 connected, 2 complete, 0 failed, $((1 - sanitized)) rejected, 0 aborted\$"
 expect_no_match server err 'destroy failed:|AddressSanitizer|LeakSanitizer|runtime error'
 echo PASS

@@ -166,50 +166,6 @@ void check_limits(const Options& options, const ibv_device_attr& attr) {
     return size > 0 ? static_cast<std::size_t>(size) : 4096;
 }
 
-// A zeroed, page-aligned buffer of size bytes, rounded up to whole pages.
-[[nodiscard]] Buffer allocate_buffer(std::size_t size) {
-    const std::size_t page = page_size();
-    const std::size_t allocated = (size + page - 1) / page * page;
-    Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!buffer) {
-        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
-    }
-    std::memset(buffer.get(), 0, allocated);
-    return buffer;
-}
-
-// An RC QP whose send and receive queues share one CQ, in RESET; caps.requested is what it asks.
-[[nodiscard]] QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t tx_depth,
-                                     std::uint32_t rx_depth, QueuePairCaps& caps) {
-    ibv_qp_init_attr init_attr{};
-    init_attr.send_cq = cq;
-    init_attr.recv_cq = cq;
-    init_attr.qp_type = IBV_QPT_RC;
-    init_attr.cap.max_send_wr = tx_depth;
-    init_attr.cap.max_recv_wr = rx_depth;
-    init_attr.cap.max_send_sge = 1;
-    init_attr.cap.max_recv_sge = 1;
-    init_attr.cap.max_inline_data = 64;
-    caps.requested = init_attr.cap;
-    QueuePair qp(ibv_create_qp(pd, &init_attr));
-    if (!qp) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
-    return qp;
-}
-
-// What the device granted (it may give more than was asked), and the QP's state.
-void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
-    ibv_qp_attr queried{};
-    ibv_qp_init_attr queried_init{};
-    if (const int rc = ibv_query_qp(qp, &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
-    }
-    caps.granted = queried.cap;
-    caps.state = queried.qp_state;
-}
-
 // Creates the objects in dependency order, and moves the QP to INIT; if one fails, the ones made so
 // far are destroyed by Resources' members on the way out.
 [[nodiscard]] QueuePairCaps build_resources(Resources& resources, const Options& options) {
@@ -217,7 +173,13 @@ void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
     if (!resources.pd) {
         throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
     }
-    resources.buffer = allocate_buffer(options.size);
+    const std::size_t page = page_size();
+    const std::size_t allocated = (options.size + page - 1) / page * page;
+    resources.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
+    if (!resources.buffer) {
+        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
+    }
+    std::memset(resources.buffer.get(), 0, allocated);
     // Least privilege: only this process's own receives may write into the buffer.
     resources.mr.reset(ibv_reg_mr(resources.pd.get(), resources.buffer.get(), options.size,
                                   IBV_ACCESS_LOCAL_WRITE));
@@ -229,10 +191,21 @@ void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
     if (!resources.cq) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
     }
+    ibv_qp_init_attr init_attr{};
+    init_attr.send_cq = resources.cq.get();
+    init_attr.recv_cq = resources.cq.get();
+    init_attr.qp_type = IBV_QPT_RC;
+    init_attr.cap.max_send_wr = static_cast<std::uint32_t>(options.tx_depth);
+    init_attr.cap.max_recv_wr = static_cast<std::uint32_t>(options.rx_depth);
+    init_attr.cap.max_send_sge = 1;
+    init_attr.cap.max_recv_sge = 1;
+    init_attr.cap.max_inline_data = 64;
     QueuePairCaps caps;
-    resources.qp = create_rc_qp(resources.pd.get(), resources.cq.get(),
-                                static_cast<std::uint32_t>(options.tx_depth),
-                                static_cast<std::uint32_t>(options.rx_depth), caps);
+    caps.requested = init_attr.cap;
+    resources.qp.reset(ibv_create_qp(resources.pd.get(), &init_attr));
+    if (!resources.qp) {
+        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
+    }
     // RESET -> INIT: bind the QP to a port and P_Key; no remote access is allowed yet.
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
@@ -245,7 +218,16 @@ void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
         rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_modify_qp(INIT)");
     }
-    query_queue_pair(resources.qp.get(), caps);
+    // What the device granted (it may give more than was asked), and the QP's state.
+    ibv_qp_attr queried{};
+    ibv_qp_init_attr queried_init{};
+    if (const int rc =
+            ibv_query_qp(resources.qp.get(), &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
+        rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
+    }
+    caps.granted = queried.cap;
+    caps.state = queried.qp_state;
     return caps;
 }
 //! [build]

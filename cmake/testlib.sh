@@ -42,6 +42,9 @@ run_cmd() {
     echo "--- $name: $* (exit $rc)"
     sed 's/^/  out| /' "$TEST_TMP/$name.out"
     sed 's/^/  err| /' "$TEST_TMP/$name.err"
+    if [[ ! -s $TEST_TMP/$name.out && ! -s $TEST_TMP/$name.err ]]; then
+        echo "  (no output on either stream)"
+    fi
     return 0
 }
 

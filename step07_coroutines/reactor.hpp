@@ -196,7 +196,7 @@ class Waiter {
     friend class FdWatch;
     Reactor& reactor_;
     FdWatch* fd_;                 // null: a pure timer (or its FdWatch is gone)
-    std::uint32_t events_;        // EPOLLIN or EPOLLOUT
+    std::uint32_t events_;        // EPOLLIN (0 for a timer)
     Clock::time_point deadline_;  // Clock::time_point::max(): none
     std::coroutine_handle<> handle_;
     Outcome outcome_ = Outcome::waiting;
@@ -207,7 +207,7 @@ class Waiter {
     Waiter* next_ = nullptr;
 };
 
-/// `co_await reactor.readable(watch, deadline)` / `writable(...)`: true when the fd is ready,
+/// `co_await reactor.readable(watch, deadline)`: true when the fd is ready,
 /// false when the deadline passed first. \throws CancelledError after cancel(),
 /// cancel_waiters() or the end of its FdWatch; std::logic_error when another coroutine
 /// already awaits the same FdWatch.
@@ -248,7 +248,6 @@ class Reactor {
   public:
     /// \p safety_period: epoll_pwait's timeout and the safety net's period (--safety-ms).
     explicit Reactor(std::chrono::milliseconds safety_period, std::size_t max_coroutines = 4096);
-    ~Reactor() = default;
     Reactor(const Reactor&) = delete;
     Reactor& operator=(const Reactor&) = delete;
 
@@ -267,14 +266,10 @@ class Reactor {
     void spawn(Task<void>& task) { ready_.push(task.handle()); }
     [[nodiscard]] ReadyQueue& ready() noexcept { return ready_; }
 
-    /// Awaiters for sockets. \p deadline: Clock::time_point::max() for none.
+    /// The awaiter for a readable socket. \p deadline: Clock::time_point::max() for none.
     [[nodiscard]] FdAwaiter readable(FdWatch& fd,
                                      Clock::time_point deadline = Clock::time_point::max()) {
         return FdAwaiter(*this, fd, EPOLLIN, deadline);
-    }
-    [[nodiscard]] FdAwaiter writable(FdWatch& fd,
-                                     Clock::time_point deadline = Clock::time_point::max()) {
-        return FdAwaiter(*this, fd, EPOLLOUT, deadline);
     }
     [[nodiscard]] SleepAwaiter sleep_until(Clock::time_point when) {
         return SleepAwaiter(*this, when);

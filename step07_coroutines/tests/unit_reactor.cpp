@@ -142,20 +142,6 @@ TEST(Reactor, ReadableReturnsFalseAtItsDeadline) {
     EXPECT_LT(Clock::now() - start, 2s);
 }
 
-Task<void> wait_writable(Reactor& reactor, FdWatch& fd, bool& result) {
-    result = co_await reactor.writable(fd, Clock::now() + 1s);
-}
-
-TEST(Reactor, WritableResumesAtOnceOnAnEmptyPipe) {
-    Reactor reactor(kSafety);
-    Pipe pipe;
-    FdWatch write_end(reactor, pipe.fd[1]);
-    bool result = false;
-    Task<void> task = wait_writable(reactor, write_end, result);
-    run(reactor, task, 3);
-    EXPECT_TRUE(result);
-}
-
 Task<void> second_waiter(Reactor& reactor, FdWatch& fd, std::string& what) {
     try {
         (void)co_await reactor.readable(fd);

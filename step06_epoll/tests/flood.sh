@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Flood: CLIENTS concurrent clients (default 9) on the one-threaded server, each
-# sending MSGS checked messages, with a CQ of 4 entries under 64 posted receives:
+# sending MSGS checked messages, with 64 posted receives each (and a CQ for all they post):
 # every message is delivered and verified, nothing hangs, acked == received, and no wake-up is lost.
 #   tests/flood.sh BIN [MSGS [CLIENTS]]   (ctest passes the CI size; see the chapter)
 # shellcheck source=/dev/null

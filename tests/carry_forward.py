@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""tests/carry_forward.py [ROOT]: a carried file is the base step's copy, or the chapter says why not.
+"""tests/carry_forward.py [ROOT]: a carried file is the base step's copy, or the step's page for maintainers says why not.
 
 For each step folder ROOT/step0[1-9]_*/ that declares a base step in its BASE
 file (tests/step_base.py: in Part I the previous step, in Part II the core step
 it branches from), every source file (*.cpp, *.hpp; not tests/) that exists in
 both the base step and this one, except main.cpp (the lesson), must be
-byte-identical, or be listed in this step's chapter.md in a section headed
+byte-identical, or be listed on this step's docs/maintainers-STEP.md in a section headed
 "Files changed since the previous step" (any heading level; "since the base
 step" where the base is not the step just before), one list item per file,
 the name in backticks and a one-line reason:
@@ -23,7 +23,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from step_base import base_section, since, step_bases, step_dirs  # noqa: E402  (one reader for every tool)
+from step_base import base_section, maint_page, since, step_bases, step_dirs  # noqa: E402  (one reader for every tool)
 
 
 def source_names(step):
@@ -57,13 +57,13 @@ def main(argv):
                 continue
             m = re.match(r"^\s*[-*]\s+`([^`]+)`\s*:\s*\S", line)
             if not m:
-                print(f"{tag}: chapter.md: not a '- `file`: reason' item: {line.strip()}")
+                print(f"{tag}: {maint_page(step)}: not a '- `file`: reason' item: {line.strip()}")
                 errors += 1
                 continue
             listed[m.group(1)] = line.strip()
         for name in sorted(changed - set(listed)):
             print(f"{tag}: {name} differs from {base.name}/{name} (the base in {tag}/BASE); list it with"
-                  f" a reason under '{title}' in {tag}/chapter.md")
+                  f" a reason under '{title}' in {maint_page(step)}")
             errors += 1
         for name in sorted(set(listed) - changed):
             if name in carried:
@@ -72,7 +72,7 @@ def main(argv):
                 why = "is the lesson, not a carried file"
             else:
                 why = f"is not in both {base.name} and {tag}"
-            print(f"{tag}: chapter.md lists {name} as changed, but it {why}")
+            print(f"{tag}: {maint_page(step)} lists {name} as changed, but it {why}")
             errors += 1
     print(f"carry_forward: {checked} steps checked against their base, {errors} problems")
     return 1 if errors else 0

@@ -6,7 +6,7 @@ file (tests/step_base.py: in Part I the previous step, in Part II the core step
 it branches from), the names of functions, types, constants (constexpr or const variables at
 namespace scope), enumerators and data members that the base step's sources
 (*.cpp, *.hpp; not tests/) define and this step's no longer define must be
-listed in this step's chapter.md, in a section headed "Names changed since the
+listed on this step's docs/maintainers-STEP.md, in a section headed "Names changed since the
 previous step" (any heading level; "since the base step" where the base is not
 the step just before):
 
@@ -33,7 +33,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from step_base import base_section, since, step_bases, step_dirs  # noqa: E402  (one reader for every tool)
+from step_base import base_section, maint_page, since, step_bases, step_dirs  # noqa: E402  (one reader for every tool)
 
 IGNORED = {"main", "run"}
 NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype",
@@ -396,23 +396,23 @@ def main(argv):
         listed = set(renamed) | removed
         tag = step.name
         for line in bad:
-            print(f"{tag}: chapter.md: not a '`old` → `new`: reason' or '`old` removed: reason' item: {line}")
+            print(f"{tag}: {maint_page(step)}: not a '`old` → `new`: reason' or '`old` removed: reason' item: {line}")
             errors += 1
         for name in gone:
             if name not in listed:
                 print(f"{tag}: `{name}` (defined in {base.name}/{old[name]}, the base in {tag}/BASE) is no"
-                      f" longer defined; list it under '{title}'")
+                      f" longer defined; list it under '{title}' on {maint_page(step)}")
                 errors += 1
         for name in sorted(listed):
             if name not in old:
-                print(f"{tag}: chapter.md lists `{name}`, which {base.name} does not define")
+                print(f"{tag}: {maint_page(step)} lists `{name}`, which {base.name} does not define")
                 errors += 1
             elif name in new:
-                print(f"{tag}: chapter.md lists `{name}` as changed, but {tag} still defines it ({new[name]})")
+                print(f"{tag}: {maint_page(step)} lists `{name}` as changed, but {tag} still defines it ({new[name]})")
                 errors += 1
         for name, target in sorted(renamed.items()):
             if target not in new:
-                print(f"{tag}: chapter.md renames `{name}` to `{target}`, which {tag} does not define")
+                print(f"{tag}: {maint_page(step)} renames `{name}` to `{target}`, which {tag} does not define")
                 errors += 1
     print(f"name_drift: {checked} steps checked against their base, {errors} problems")
     return 1 if errors else 0

@@ -16,9 +16,10 @@ name, so by number) is an error naming the step and the file. Run as a
 script, it prints "STEP BASE" per step ("-" for none), or the errors and
 exit status 1.
 
-A chapter's sections about its base ("Files changed since ...", "Names changed
-since ...") are headed "... since the previous step" when the base is the step
-folder just before it, and "... since the base step" otherwise.
+A step's lists about its base ("Files changed since ...", "Names changed
+since ...") live on its page for maintainers, docs/maintainers-STEP.md, not in
+the chapter: they are headed "... since the previous step" when the base is the
+step folder just before it, and "... since the base step" otherwise.
 """
 import pathlib
 import re
@@ -86,16 +87,21 @@ def chapter_section(chapter, title):
     return body
 
 
+def maint_page(step):
+    """STEP's page for maintainers, relative to the repository: where its lists live."""
+    return f"docs/maintainers-{step.name}.md"
+
+
 def base_section(step, base, steps, what):
-    """The lines of STEP's chapter section "WHAT since the previous step" or
-    "WHAT since the base step", whichever since() asks for, and an error line
-    for each section headed in the other wording."""
-    chapter = step / "chapter.md"
+    """The lines of the section "WHAT since the previous step" or "WHAT since
+    the base step" on STEP's page for maintainers, whichever since() asks for,
+    and an error line for each section headed in the other wording."""
+    chapter = step.parent / maint_page(step)
     wanted = since(step, base, steps)
     errors = []
     for other in ("the previous step", "the base step"):
         if other != wanted and chapter_section(chapter, f"{what} since {other}") is not None:
-            errors.append(f"{step.name}: chapter.md heads a section '{what} since {other}', but"
+            errors.append(f"{step.name}: {maint_page(step)} heads a section '{what} since {other}', but"
                           f" {step.name}/{BASE_FILE} names {base.name}: head it '{what} since {wanted}'")
     return chapter_section(chapter, f"{what} since {wanted}") or [], errors
 

@@ -7,9 +7,9 @@ checks their exit codes and exact lines:
 
 - tests/carry_forward.py passes when step03_c's carried file equals step01_a's
   copy, though it differs from step02_b's; fails, naming step01_a, when it
-  differs from step01_a's and is not listed; wants the heading "Files changed
-  since the base step" (not "the previous step") where the base is not the
-  folder just before;
+  differs from step01_a's and is not listed on docs/maintainers-step03_c.md;
+  wants the heading "Files changed since the base step" (not "the previous
+  step") where the base is not the folder just before;
 - tests/name_drift.py passes when step03_c lacks a name only step02_b defines,
   and fails, naming step01_a, when it drops one of step01_a's;
 - tools/step-metrics shows the base and counts step03_c's changes against
@@ -48,7 +48,7 @@ def make_tree(root):
     # step02_b changes common.hpp, says so, and adds a name.
     write(root / "step02_b" / "BASE", "step01_a\n")
     write(root / "step02_b" / "common.hpp", "int a = 1;\nint b = 20;\ninline int only_in_b() { return 2; }\n")
-    write(root / "step02_b" / "chapter.md", "# Step 02 {#step02}\n\n"
+    write(root / "docs" / "maintainers-step02_b.md", "# step02_b: for maintainers {#maint_step02}\n\n"
           "## Files changed since the previous step {#step02_files_changed}\n\n"
           "- `common.hpp`: b is 20, and only_in_b\n")
     # step03_c starts from step01_a: its common.hpp is step01_a's, and it lacks only_in_b.
@@ -104,15 +104,15 @@ def main():
         write(c / "extra.hpp", "// new\nint c = 4;\nint d = 5;\n")
         expect("carry_forward", root, 1, [
             "step03_c: common.hpp differs from step01_a/common.hpp (the base in step03_c/BASE); list it"
-            " with a reason under 'Files changed since the base step' in step03_c/chapter.md",
+            " with a reason under 'Files changed since the base step' in docs/maintainers-step03_c.md",
             "carry_forward: 2 steps checked against their base, 1 problems"])
         # Under "the previous step", which step03_c's base is not: the heading is wrong.
-        write(c / "chapter.md", "# Step 03 {#step03}\n\n## Files changed since the previous step\n\n"
+        write(root / "docs" / "maintainers-step03_c.md", "# step03_c {#maint_step03}\n\n## Files changed since the previous step\n\n"
               "- `common.hpp`: b is 3\n")
         expect("carry_forward", root, 1, [
-            "step03_c: chapter.md heads a section 'Files changed since the previous step', but"
+            "step03_c: docs/maintainers-step03_c.md heads a section 'Files changed since the previous step', but"
             " step03_c/BASE names step01_a: head it 'Files changed since the base step'"])
-        write(c / "chapter.md", "# Step 03 {#step03}\n\n## Files changed since the base step\n\n"
+        write(root / "docs" / "maintainers-step03_c.md", "# step03_c {#maint_step03}\n\n## Files changed since the base step\n\n"
               "- `common.hpp`: b is 3\n")
         expect("carry_forward", root, 0, ["carry_forward: 2 steps checked against their base, 0 problems"])
 
@@ -140,7 +140,8 @@ def main():
         write(c / "helper.hpp", "inline int helper2() { return 1; }\n")
         expect("name_drift", root, 1, [
             "step03_c: `helper` (defined in step01_a/helper.hpp:1, the base in step03_c/BASE) is no"
-            " longer defined; list it under 'Names changed since the base step'"])
+            " longer defined; list it under 'Names changed since the base step' on"
+            " docs/maintainers-step03_c.md"])
 
         # Bad bases: each an error naming the step and the file, exit 1, in every reader.
         bad = {"step09_x\n": f"step03_c/BASE: names step09_x, which is not a step folder in {root}",

@@ -71,6 +71,11 @@ const requiredExcerpts = new Map([
 for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`Step ${f.slice(4, 6)}`)]);
 }
+// The maintainers' pages: the index, and one per step (its tests and what it changed).
+pages.push(['maintainers.html', /For maintainers/]);
+for (const f of files.filter((f) => /^maint_step\d\d\.html$/.test(f)).sort()) {
+  pages.push([f, new RegExp(`step${f.slice(10, 12)}_\\w+: for maintainers`)]);
+}
 // The glossary must define at least these terms (each an \anchor glossary_NAME), and every
 // link into it must land on an anchor it has.
 const glossaryTerms = ['wr', 'wc', 'sge', 'lkey', 'psn', 'qpn', 'grh', 'gid', 'av', 'pkey', 'rnr',

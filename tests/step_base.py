@@ -62,17 +62,17 @@ def step_bases(root):
 
 
 def since(step, base, steps):
-    """How STEP's chapter names its base in a heading: "the previous step"
+    """How STEP's maintainers' page names its base in a heading: "the previous step"
     when BASE is the step folder just before STEP, else "the base step"."""
     k = steps.index(step)
     return "the previous step" if k > 0 and steps[k - 1] == base else "the base step"
 
 
-def chapter_section(chapter, title):
-    """The lines of the sections headed TITLE in CHAPTER (None when there is none)."""
-    if not chapter.is_file():
+def page_section(page, title):
+    """The lines of the sections headed TITLE in the markdown file PAGE (None when there is none)."""
+    if not page.is_file():
         return None
-    lines = chapter.read_text(encoding="utf-8").splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     body = None
     for k, line in enumerate(lines):
         m = re.match(r"^(#{1,6})\s+" + re.escape(title) + r"\s*(?:\{#[^}]*\})?\s*#*\s*$", line)
@@ -96,14 +96,14 @@ def base_section(step, base, steps, what):
     """The lines of the section "WHAT since the previous step" or "WHAT since
     the base step" on STEP's page for maintainers, whichever since() asks for,
     and an error line for each section headed in the other wording."""
-    chapter = step.parent / maint_page(step)
+    page = step.parent / maint_page(step)
     wanted = since(step, base, steps)
     errors = []
     for other in ("the previous step", "the base step"):
-        if other != wanted and chapter_section(chapter, f"{what} since {other}") is not None:
+        if other != wanted and page_section(page, f"{what} since {other}") is not None:
             errors.append(f"{step.name}: {maint_page(step)} heads a section '{what} since {other}', but"
                           f" {step.name}/{BASE_FILE} names {base.name}: head it '{what} since {wanted}'")
-    return chapter_section(chapter, f"{what} since {wanted}") or [], errors
+    return page_section(page, f"{what} since {wanted}") or [], errors
 
 
 def main(argv):

@@ -109,3 +109,86 @@ function(rdma_tutorial_device_gtest name)
     add_test(NAME ${name} COMMAND ${name})
     _rdma_tutorial_device_test_properties(${name} LABEL rdma TIMEOUT ${ARG_TIMEOUT})
 endfunction()
+
+# rdma_tutorial_patched_copy(NAME PATCH exercises/x.patch SOURCES a.cpp... [OUTPUT var]): at build
+# time, copies the step's .cpp and .hpp files to NAME-src in the build tree and applies the patch
+# there (patch -p1, paths as in the step's folder). Sets var to the patched SOURCES; a target that
+# builds them depends on the copy. A patch that no longer applies fails the build, naming it.
+function(rdma_tutorial_patched_copy name)
+    cmake_parse_arguments(ARG "" "PATCH;OUTPUT" "SOURCES" ${ARGN})
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/${name}-src)
+    set(patch ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_PATCH})
+    file(GLOB step_files CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp
+         ${CMAKE_CURRENT_SOURCE_DIR}/*.hpp)
+    set(patched)
+    set(copy_nested)  # SOURCES in a subfolder (tests/x.cpp): copied to the same place
+    foreach(source IN LISTS ARG_SOURCES)
+        list(APPEND patched ${dir}/${source})
+        get_filename_component(sub ${source} DIRECTORY)
+        if(sub)
+            list(APPEND copy_nested COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}/${sub}
+                 COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_CURRENT_SOURCE_DIR}/${source}
+                         ${dir}/${sub})
+            list(APPEND step_files ${CMAKE_CURRENT_SOURCE_DIR}/${source})
+        endif()
+    endforeach()
+    list(FILTER step_files EXCLUDE REGEX "/tests/")
+    set(top_files ${step_files})
+    foreach(source IN LISTS ARG_SOURCES)
+        if(source MATCHES "/")
+            list(APPEND step_files ${CMAKE_CURRENT_SOURCE_DIR}/${source})
+        endif()
+    endforeach()
+    add_custom_command(OUTPUT ${patched}
+        COMMAND ${CMAKE_COMMAND} -E rm -rf ${dir}
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+        COMMAND ${CMAKE_COMMAND} -E copy ${top_files} ${dir}
+        ${copy_nested}
+        COMMAND patch --quiet --forward -p1 -d ${dir} -i ${patch}
+        DEPENDS ${step_files} ${patch}
+        COMMENT "Applying ${ARG_PATCH} to a copy of ${PROJECT_NAME} (${name})"
+        VERBATIM)
+    if(ARG_OUTPUT)
+        set(${ARG_OUTPUT} ${patched} PARENT_SCOPE)
+    endif()
+endfunction()
+
+# rdma_tutorial_exercise(NAME PATCH exercises/x.patch SOURCES main.cpp... SCRIPT tests/x.sh
+# [TIMEOUT s] [ARGS ...]): the answer to a chapter's exercise that needs a code change, run: NAME
+# is built from the step's patched copy (rdma_tutorial_patched_copy), and the device test NAME
+# runs SCRIPT with the patched program's path first, then ARGS.
+function(rdma_tutorial_exercise name)
+    cmake_parse_arguments(ARG "" "PATCH;SCRIPT;TIMEOUT" "SOURCES;ARGS" ${ARGN})
+    rdma_tutorial_patched_copy(${name} PATCH ${ARG_PATCH} SOURCES ${ARG_SOURCES} OUTPUT patched)
+    add_executable(${name} ${patched})
+    target_link_libraries(${name} PRIVATE PkgConfig::IBVERBS Threads::Threads)
+    _rdma_tutorial_flags(${name})
+    if(NOT ARG_TIMEOUT)
+        set(ARG_TIMEOUT 120)
+    endif()
+    add_test(NAME ${name}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SCRIPT} $<TARGET_FILE:${name}>
+                     ${ARG_ARGS})
+    _rdma_tutorial_device_test_properties(${name} LABEL rdma TIMEOUT ${ARG_TIMEOUT}
+        ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB}" "TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
+endfunction()
+
+# rdma_tutorial_exercise_unit(NAME PATCH exercises/x.patch SOURCES a.cpp tests/t.cpp... FAILS
+# Suite.Test [LINK lib...]): the answer to an exercise that a unit test shows: the GoogleTest
+# program NAME is built from the step's patched copy, and the test NAME (label unit) passes when
+# Suite.Test fails there, as the answer says.
+function(rdma_tutorial_exercise_unit name)
+    cmake_parse_arguments(ARG "" "PATCH;FAILS" "SOURCES;LINK" ${ARGN})
+    if(NOT GTest_FOUND)
+        return()
+    endif()
+    rdma_tutorial_patched_copy(${name} PATCH ${ARG_PATCH} SOURCES ${ARG_SOURCES} OUTPUT patched)
+    add_executable(${name} ${patched})
+    target_link_libraries(${name} PRIVATE GTest::gtest_main PkgConfig::IBVERBS Threads::Threads
+                                          ${ARG_LINK})
+    _rdma_tutorial_flags(${name})
+    add_test(NAME ${name} COMMAND bash ${RDMA_TUTORIAL_ROOT}/tests/exercise_unit_fails.sh
+                                  $<TARGET_FILE:${name}> ${ARG_FAILS})
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 60
+                         ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB}")
+endfunction()

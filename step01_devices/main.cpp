@@ -64,7 +64,6 @@ void run(const Options& options) {
            port_state_text(state) + ", not PORT_ACTIVE: connections through it will fail";
 }
 
-//! [open_device]
 // Names under /sys/class/infiniband: the kernel's view, which needs no userspace provider.
 [[nodiscard]] std::vector<std::string> kernel_device_names() {
     std::vector<std::string> names;
@@ -88,6 +87,7 @@ void run(const Options& options) {
     return text;
 }
 
+//! [get_device_list]
 // Returns the device list, or throws the no-device or no-provider error.
 [[nodiscard]] DeviceList get_device_list(int& count) {
     count = 0;
@@ -113,6 +113,7 @@ void run(const Options& options) {
     }
     return list;
 }
+//! [get_device_list]
 
 // The devices to show: all of them, or the one named (an unknown name lists those that exist).
 [[nodiscard]] std::vector<ibv_device*> select_devices(std::span<ibv_device* const> devices,
@@ -131,6 +132,7 @@ void run(const Options& options) {
                         "no RDMA device named '" + name + "' (found: " + join(found) + ")");
 }
 
+//! [open_context]
 [[nodiscard]] Context open_device(ibv_device* device) {
     Context context(ibv_open_device(device));
     if (!context) {
@@ -138,6 +140,7 @@ void run(const Options& options) {
     }
     return context;
 }
+//! [open_context]
 
 [[nodiscard]] std::string ports_text(int port_count) {
     return port_count == 1 ? "1" : "1 to " + std::to_string(port_count);
@@ -150,12 +153,11 @@ void check_port(const std::string& device, int port, int port_count) {
                                                    " (ports: " + ports_text(port_count) + ")");
     }
 }
-//! [open_device]
 
 //! [query]
 [[nodiscard]] ibv_device_attr_ex query_device(ibv_context* context) {
     ibv_device_attr_ex attr_ex{};
-    // ibv_query_device_ex returns the errno value, it does not set errno.
+    // ibv_query_device_ex returns the error number itself: use it, not errno.
     if (const int rc = ibv_query_device_ex(context, nullptr, &attr_ex); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_device_ex");
     }
@@ -177,7 +179,7 @@ void check_port(const std::string& device, int port, int port_count) {
 //! [query]
 
 //! [gid_table]
-// Every valid GID of one port. ibv_query_gid_table (rdma-core 30+) returns the valid entries of
+// Every valid GID of one port. ibv_query_gid_table (rdma-core 32+) returns the valid entries of
 // every port with their types, so we ask for all of them and keep this port's.
 [[nodiscard]] std::vector<GidEntry> query_gid_table(ibv_context* context, int port,
                                                     std::size_t table_size) {

@@ -166,7 +166,7 @@ void post_hello_receive(const Resources& resources, std::size_t size) {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    // ibv_post_recv returns the errno value, it does not set errno.
+    // ibv_post_recv returns the error number itself: use it, not errno.
     if (const int rc = ibv_post_recv(resources.qp.get(), &wr, &bad); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_post_recv");
     }

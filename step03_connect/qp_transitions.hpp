@@ -42,9 +42,9 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     return attr;
 }
 
-// On Ethernet (RoCE) every packet carries a GRH, so we always give one: with the remote GID and
-// our source GID index. On InfiniBand the LID routes inside the subnet; a GRH is added only when
-// the peer sent a GID (as ibv_rc_pingpong does).
+// On Ethernet (RoCE) a port is addressed by its GID, so the address vector always has the GRH
+// fields: the remote GID and our source GID index. On InfiniBand the LID routes inside the
+// subnet; a GRH is added only when the peer sent a GID (as ibv_rc_pingpong does).
 [[nodiscard]] inline ibv_qp_attr rtr_attributes(const QpEndpointInfo& remote, ibv_mtu path_mtu,
                                                 bool ethernet, int sgid_index, int ib_port) {
     ibv_qp_attr attr{};
@@ -92,7 +92,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 //! [transitions]
 // One transition, with the attributes rc_transition_mask names for it.
 inline void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
-    // ibv_modify_qp returns the errno value, it does not set errno.
+    // ibv_modify_qp returns the error number itself: use it, not errno.
     if (const int rc = ibv_modify_qp(qp, &attr, rc_transition_mask(from, to)); rc != 0) {
         throw std::system_error(
             rc, std::generic_category(),

@@ -117,7 +117,7 @@ inline void check_port(const std::string& device, int port, int port_count) {
 //! [open_device]
 
 //! [gid_table]
-// Every valid GID of one port. ibv_query_gid_table (rdma-core 30+) returns the valid entries of
+// Every valid GID of one port. ibv_query_gid_table (rdma-core 32+) returns the valid entries of
 // every port with their types, so we ask for all of them and keep this port's.
 [[nodiscard]] inline std::vector<GidEntry> query_gid_table(ibv_context* context, int port,
                                                            std::size_t table_size) {

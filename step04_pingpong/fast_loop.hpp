@@ -87,6 +87,7 @@ class PingPong {
     }
     //! [batched_polling]
 
+    //! [handle]
     void handle(const ibv_wc& wc) {
         if (wc.status != IBV_WC_SUCCESS) {
             throw_wc_error(wc, wc.wr_id == kReceiveWrId);
@@ -108,6 +109,7 @@ class PingPong {
             send_next();
         }
     }
+    //! [handle]
 
     //! [batched_refill]
     // Batched receive refills: receives are re-posted 16 at a time (fewer when -r is small) as
@@ -164,6 +166,7 @@ class PingPong {
     [[nodiscard]] unsigned inline_flag() const { return plan_.inline_send ? IBV_SEND_INLINE : 0; }
     //! [inline_send]
 
+    //! [send_next]
     void send_next() {
         if (sent_ >= plan_.warmup) {
             send_times_.push_back(Clock::now());
@@ -190,7 +193,9 @@ class PingPong {
         ++sent_;
         ++unsignaled_;
     }
+    //! [send_next]
 
+    //! [check_idle]
     // Nothing for --timeout seconds. RC has no "peer gone" event: a side that only waits for a
     // receive would wait for ever. So we probe: one more send. If the peer's QP is gone it is not
     // acknowledged, and after the retries it fails with IBV_WC_RETRY_EXC_ERR.
@@ -232,6 +237,7 @@ class PingPong {
         }
         throw TutorialError(kExitTimeout, waited, "is the peer still running?");
     }
+    //! [check_idle]
 
     const Resources& resources_;
     const PingPongPlan& plan_;

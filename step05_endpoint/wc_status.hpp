@@ -53,9 +53,10 @@ namespace tutorial {
                              "out (Soft-RoCE reports a network link that is down so)";
         case IBV_WC_REM_INV_REQ_ERR:
         case IBV_WC_REM_OP_ERR:
-            return "the peer could not take our message, usually because it is longer than the "
-                   "peer's receive buffer: " +
-                   same_size;
+            return "the peer could not take our request: a message longer than its receive "
+                   "buffer (" +
+                   same_size +
+                   "), or an RDMA READ or WRITE that its QP does not allow (no remote access)";
         case IBV_WC_RETRY_EXC_ERR:
             return "the peer stopped answering: it died or was killed, the network link to it is "
                    "down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong";

@@ -39,9 +39,9 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     return attr;
 }
 
-// On Ethernet (RoCE) every packet carries a GRH, so we always give one: with the remote GID and
-// our source GID index. On InfiniBand the LID routes inside the subnet; a GRH is added only when
-// the peer sent a GID (as ibv_rc_pingpong does).
+// On Ethernet (RoCE) a port is addressed by its GID, so the address vector always has the GRH
+// fields: the remote GID and our source GID index. On InfiniBand the LID routes inside the
+// subnet; a GRH is added only when the peer sent a GID (as ibv_rc_pingpong does).
 [[nodiscard]] inline ibv_qp_attr rtr_attributes(const QpEndpointInfo& remote, ibv_mtu path_mtu,
                                                 bool ethernet, int sgid_index, int ib_port) {
     ibv_qp_attr attr{};
@@ -89,7 +89,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 //! [transitions]
 // One transition, with the attributes rc_transition_mask names for it.
 inline void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, ibv_qp_state from, ibv_qp_state to) {
-    // ibv_modify_qp returns the errno value, it does not set errno.
+    // ibv_modify_qp returns the error number itself: use it, not errno.
     if (const int rc = ibv_modify_qp(qp, &attr, rc_transition_mask(from, to)); rc != 0) {
         throw std::system_error(
             rc, std::generic_category(),
@@ -107,12 +107,14 @@ inline void connect_qp(ibv_qp* qp, const LocalPort& port, int ib_port, ibv_mtu p
         throw TutorialError(kExitPeer, "the peer sent GID :: (all zeros), but RoCE routes by GID",
                             "start the peer with a GID index (-g), e.g. ibv_rc_pingpong -g 1");
     }
+    //! [rd-atomic]
     ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet, port.gid_index, ib_port);
     rtr.max_dest_rd_atomic = read_depth;  // the peer's READs we serve at once
     modify_qp(qp, rtr, IBV_QPS_INIT, IBV_QPS_RTR);
     ibv_qp_attr rts = rts_attributes(local_psn);
     rts.max_rd_atomic = read_depth;  // our READs in flight at the peer
     modify_qp(qp, rts, IBV_QPS_RTR, IBV_QPS_RTS);
+    //! [rd-atomic]
 }
 
 [[nodiscard]] inline std::uint32_t random_psn() {

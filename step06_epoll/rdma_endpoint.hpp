@@ -311,6 +311,7 @@ class RDMAEndpoint {
     void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
                                   std::size_t local_offset, std::size_t remote_offset,
                                   std::size_t length, std::uint32_t imm_data);
+    //! [send-queue]
     // Every send-queue post ends here, inline too: buffer()[offset, +length) is the request's only
     // SGE (none for a zero length), and the payload goes inline when it fits and leaves from here.
     void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
@@ -325,6 +326,7 @@ class RDMAEndpoint {
         if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
             throw_post_send_failed(rc);
     }
+    //! [send-queue]
     [[noreturn]] static void throw_post_send_failed(int rc);
     void check_device_limits() const;
     void create_queues();

@@ -101,10 +101,12 @@ RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
     }
     check_device_limits();
     mtu_ = config.mtu != 0 ? config.mtu : device.port_attr().active_mtu;
+    //! [read-depth]
     // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
     // (max_qp_rd_atom).
     read_depth_ = static_cast<std::uint8_t>(std::clamp(
         std::min(device.attr().max_qp_init_rd_atom, device.attr().max_qp_rd_atom), 1, 16));
+    //! [read-depth]
     // Receives and READs write into the buffer, and REMOTE_WRITE requires LOCAL_WRITE.
     config_.access |= IBV_ACCESS_LOCAL_WRITE;
     create_queues();

@@ -78,7 +78,7 @@ struct OpenedDevice {
         throw std::system_error(rc, std::generic_category(), "ibv_query_device");
     }
     check_port(opened.name, ib_port, opened.attr.phys_port_cnt);
-    // ibv_query_port returns the errno value, it does not set errno.
+    // ibv_query_port returns the error number itself: use it, not errno.
     if (const int rc =
             ibv_query_port(context.get(), static_cast<std::uint8_t>(ib_port), &opened.port_attr);
         rc != 0) {

@@ -97,6 +97,17 @@ TEST(GidChoice, RoceV2Ipv6Only) {
               "fe80::1, RoCE v2 with an IPv6 address; no IPv4-mapped RoCE v2 entry");
 }
 
+// The chapter's exercise 2, answered: a link-local RoCE v2 GID beats an IPv4 RoCE v1 one.
+TEST(GidChoice, LinkLocalRoceV2BeatsIpv4RoceV1) {
+    const std::vector<GidEntry> table = {entry(0, "fe80::1", IBV_GID_TYPE_ROCE_V2),
+                                         entry(1, "::ffff:10.0.0.5", IBV_GID_TYPE_ROCE_V1)};
+    const auto choice = choose_gid(table);
+    ASSERT_TRUE(choice);
+    EXPECT_EQ(choice->index, 0u);
+    EXPECT_EQ(choice->reason,
+              "fe80::1, RoCE v2 with an IPv6 address; no IPv4-mapped RoCE v2 entry");
+}
+
 TEST(GidChoice, RoceV1Only) {
     const std::vector<GidEntry> table = {entry(4, "::ffff:10.0.0.5", IBV_GID_TYPE_ROCE_V1),
                                          entry(2, "fe80::1", IBV_GID_TYPE_ROCE_V1)};

@@ -3,7 +3,8 @@
 //   node check-site.mjs HTML_DIR SCREENSHOT_DIR
 // Serves HTML_DIR on 127.0.0.1, then, for each page: the title is there, no raw
 // Doxygen command leaked into the text, every image and diagram loads, and
-// every internal link resolves, and the pages with a plot or a sequence diagram show it.
+// every internal link resolves, and the pages with a plot or a sequence diagram show it; the
+// glossary defines each required term in an entry of its own.
 // Saves screenshots of the main page, of the latest chapter and of the performance
 // page's plot. Prints "N passed, M failed" and exits non-zero on a failure.
 import { chromium } from 'playwright-core';
@@ -46,7 +47,7 @@ const pages = [
   ['concepts_qp.html', /queue pair state machine/],
   ['concepts_addressing.html', /Addressing/],
   ['concepts_handshake.html', /connection handshake/],
-  ['concepts_events.html', /completion-event protocol/],
+  ['concepts_events.html', /Completion-event protocol/],
   ['concepts_wire.html', /RoCE v2 on the wire/],
   ['glossary.html', /Glossary/],
 ];
@@ -76,11 +77,20 @@ pages.push(['maintainers.html', /For maintainers/]);
 for (const f of files.filter((f) => /^maint_step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`step${f.slice(10, 12)}_\\w+: for maintainers`)]);
 }
-// The glossary must define at least these terms (each an \anchor glossary_NAME), and every
-// link into it must land on an anchor it has.
-const glossaryTerms = ['wr', 'wc', 'sge', 'lkey', 'psn', 'qpn', 'grh', 'gid', 'av', 'pkey', 'rnr',
-                       'inline', 'signaled', 'cqe', 'channel', 'wr_id', 'sm', 'sqd', 'ackreq',
-                       'fork_init', 'node_guid', 'link_width'];
+// The glossary must define at least these terms, and every link into it must land on an anchor
+// it has. Each term is an entry of its own: \anchor glossary_NAME, then the term in bold that
+// must match the pattern, then at least a sentence of definition.
+const glossaryTerms = [
+  ['wr', /\bwork request\b/i], ['sge', /\bSGE\b/], ['wr_id', /\bwr_id\b/],
+  ['lkey', /\blkey\b/], ['rkey', /\brkey\b/], ['signaled', /\bsignaled\b/i],
+  ['wc', /\bwork completion\b/i], ['cqe', /\bCQE\b/], ['channel', /\bcompletion channel\b/i],
+  ['inline', /\binline\b/i], ['qpn', /\bQPN\b/], ['psn', /\bPSN\b/], ['gid', /\bGID\b/],
+  ['grh', /\bGRH\b/], ['av', /\baddress vector\b/i], ['pkey', /\bP_Key\b/],
+  ['mtu', /\bpath MTU\b/i], ['rnr', /\bRNR NAK\b/], ['sm', /\bsubnet manager\b/i],
+  ['sqd', /\bSQD\b/], ['sqe', /\bSQE\b/], ['ackreq', /\bAckReq\b/], ['msn', /\bMSN\b/],
+  ['fork_init', /\bibv_fork_init\b/], ['node_guid', /\bnode GUID\b/i],
+  ['vendor_id', /\bvendor id\b/i], ['link_width', /\blink width\b.*1X x 2\.5 Gbps/i],
+];
 const glossaryLinks = [];
 let glossaryIds = null;
 const chapters = pages.filter(([f]) => f.startsWith('step')).map(([f]) => f);
@@ -121,6 +131,26 @@ try {
         .map((m) => m[1]));
       check(qps.size === 3, `step06.html: the packet excerpt shows ${qps.size} QPs, not 3`);
     }
+    if (/^step\d\d\.html$/.test(file)) {
+      // Every exercise has its answer: the list under the Exercises heading has one collapsed
+      // <details> per item, summary "Answer", with a real answer in it.
+      const exercises = await page.evaluate(() => {
+        const heading = [...document.querySelectorAll('h1, h2')].find((h) => /^\s*Exercises\s*$/.test(h.textContent));
+        let list = heading?.nextElementSibling;
+        while (list && !list.matches('ol')) list = list.nextElementSibling;
+        if (!list) return null;
+        return [...list.children].map((li) => {
+          const d = li.querySelector('details');
+          return { open: d?.open ?? null, summary: d?.querySelector('summary')?.textContent.trim() ?? '',
+                   answer: d ? d.textContent.length - (d.querySelector('summary')?.textContent.length ?? 0) : 0 };
+        });
+      });
+      check(exercises !== null && exercises.length > 0, `${file}: no numbered exercises`);
+      (exercises ?? []).forEach((e, i) => {
+        check(e.open === false && e.summary === 'Answer' && e.answer >= 80,
+              `${file}: exercise ${i + 1} has no collapsed answer (<details><summary>Answer)`);
+      });
+    }
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
     const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({
@@ -135,9 +165,27 @@ try {
     const links = await page.$$eval('a[href]', (as) => as.map((a) => a.href));
     if (file === 'glossary.html') {
       glossaryIds = new Set(await page.$$eval('[id]', (es) => es.map((e) => e.id)));
-      for (const term of glossaryTerms) {
-        check(glossaryIds.has(`glossary_${term}`), `glossary.html: no anchor glossary_${term}`);
-      }
+      // For each anchor: the bold term right after it (past any other anchor on the same
+      // entry), and how many characters of definition follow the term in its paragraph.
+      const entries = await page.evaluate((ids) => ids.map((id) => {
+        const anchor = document.getElementById(id);
+        if (!anchor) return null;
+        let term = anchor.nextElementSibling;
+        while (term && term.matches('a.anchor')) term = term.nextElementSibling;
+        if (!term || !term.matches('b, strong')) return { term: '', definition: 0 };
+        const paragraph = term.parentElement.textContent;
+        const after = paragraph.slice(paragraph.indexOf(term.textContent) + term.textContent.length);
+        return { term: term.textContent.trim(), definition: after.trim().length };
+      }), glossaryTerms.map(([name]) => `glossary_${name}`));
+      glossaryTerms.forEach(([name, pattern], i) => {
+        const entry = entries[i];
+        check(entry !== null, `glossary.html: no anchor glossary_${name}`);
+        if (entry === null) return;
+        check(pattern.test(entry.term),
+              `glossary.html: glossary_${name} is "${entry.term}", which does not name ${pattern}`);
+        check(entry.definition >= 40,
+              `glossary.html: glossary_${name} ("${entry.term}") has no definition after its term`);
+      });
     }
     for (const url of [...objects.map((o) => new URL(o, base + file).href), ...links]) {
       if (!url.startsWith(base)) continue;
@@ -160,6 +208,17 @@ try {
   await mkdir(shotDir, { recursive: true });
   await page.goto(base + 'index.html', { waitUntil: 'load' });
   await page.screenshot({ path: join(shotDir, 'main-page.png'), fullPage: false });
+  // The sidebar shows every title whole: no label of the tree, expanded on a chapter page,
+  // reaches past the sidebar's right edge.
+  await page.goto(base + chapters[0], { waitUntil: 'load' });
+  await page.waitForSelector('#nav-tree .label a', { timeout: 10000 }).catch(() => {});
+  const cut = await page.evaluate(() => {
+    const side = document.querySelector('#side-nav')?.getBoundingClientRect();
+    return [...document.querySelectorAll('#nav-tree .label a')]
+      .filter((a) => side && a.getBoundingClientRect().right > side.right - 4)
+      .map((a) => a.textContent.trim());
+  });
+  check(cut.length === 0, `the sidebar cuts these titles: ${cut.join('; ')}`);
   const last = chapters.at(-1);
   check(Boolean(last), 'no chapter page was found');
   if (last) {

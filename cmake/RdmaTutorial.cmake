@@ -154,14 +154,15 @@ function(rdma_tutorial_patched_copy name)
 endfunction()
 
 # rdma_tutorial_exercise(NAME PATCH exercises/x.patch SOURCES main.cpp... SCRIPT tests/x.sh
-# [TIMEOUT s] [ARGS ...]): the answer to a chapter's exercise that needs a code change, run: NAME
-# is built from the step's patched copy (rdma_tutorial_patched_copy), and the device test NAME
-# runs SCRIPT with the patched program's path first, then ARGS.
+# [LINK lib...] [TIMEOUT s] [ARGS ...]): the answer to a chapter's exercise that needs a code
+# change, run: NAME is built from the step's patched copy (rdma_tutorial_patched_copy) of SOURCES,
+# linked with LINK (the step's own library, when the patch leaves its sources alone), and the
+# device test NAME runs SCRIPT with the patched program's path first, then ARGS.
 function(rdma_tutorial_exercise name)
-    cmake_parse_arguments(ARG "" "PATCH;SCRIPT;TIMEOUT" "SOURCES;ARGS" ${ARGN})
+    cmake_parse_arguments(ARG "" "PATCH;SCRIPT;TIMEOUT" "SOURCES;ARGS;LINK" ${ARGN})
     rdma_tutorial_patched_copy(${name} PATCH ${ARG_PATCH} SOURCES ${ARG_SOURCES} OUTPUT patched)
     add_executable(${name} ${patched})
-    target_link_libraries(${name} PRIVATE PkgConfig::IBVERBS Threads::Threads)
+    target_link_libraries(${name} PRIVATE PkgConfig::IBVERBS Threads::Threads ${ARG_LINK})
     _rdma_tutorial_flags(${name})
     if(NOT ARG_TIMEOUT)
         set(ARG_TIMEOUT 120)

@@ -141,8 +141,7 @@ class PingPong {
     }
 
     // The send queue holds tx_depth requests; unsignaled ones are freed by a later signaled
-    // completion, so wait for one before the queue can overflow. (Not unsignaled_ + 1 >=
-    // tx_depth: with -t 1 that waited for a send never posted.)
+    // completion, so wait for one before the queue can overflow.
     void wait_for_send_queue_room() {
         while (unsignaled_ >= plan_.tx_depth) {
             ibv_wc wc{};
@@ -151,7 +150,7 @@ class PingPong {
                 throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
             }
             if (n == 1) {
-                handle(wc);  // (a receive cannot come first: the peer waits for this send)
+                handle(wc);  // a send's: the peer sends its next message only after this one
             } else if (++idle_polls_ % 4096 == 0) {
                 check_idle();
             }

@@ -209,7 +209,7 @@ PeerInfo RDMAEndpoint::local_info() const {
 }
 
 //! [connect]
-// step04's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
+// step03's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
 // RDMA READ depth, so that they agree without another round trip.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
     if (remote_)

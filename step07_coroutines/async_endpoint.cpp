@@ -153,7 +153,7 @@ std::coroutine_handle<> AsyncEndpoint::route_send(const ibv_wc& wc) {
 
 //! [route]
 
-// B9's rule: one waiter per slot. An awaiter that found the slot taken did not suspend (its
+// The rule: one waiter per slot. An awaiter that found the slot taken did not suspend (its
 // handle is null): a second waiter would have replaced the first, which would never resume.
 void AsyncEndpoint::refuse_second(const Pending* slot, const Pending& waiter,
                                   const char* what) const {
@@ -319,8 +319,8 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     result.outstanding = outstanding();
     enter_error_state();
     // Drain until everything is back, or the timeout, or nothing new for kFlushStall: a CQ
-    // smaller than the requests it must report overflows (rxe then drops the rest; a real HCA
-    // raises IBV_EVENT_CQ_ERR), and waiting longer would not bring them.
+    // smaller than the requests it must report overflows (the device raises IBV_EVENT_CQ_ERR and
+    // the rest never come), and waiting longer would not bring them.
     const auto start = Clock::now();
     auto last_progress = start;
     while (!drained() && Clock::now() - start < timeout &&
@@ -344,7 +344,8 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
         }
     }
     result.complete = outstanding() == 0;
-    // 3. Every waiter left is queued with the flush error (they run in the next resume phase).
+    // The shutdown's step 4: every waiter left is queued with the flush error (they run in the
+    // next resume phase).
     if (!failure_) {
         ibv_wc flush{};
         flush.status = IBV_WC_WR_FLUSH_ERR;

@@ -203,7 +203,7 @@ class AsyncEndpoint::RecvAwaiter : private AsyncEndpoint::Pending {
     RecvAwaiter(const RecvAwaiter&) = delete;
     RecvAwaiter& operator=(const RecvAwaiter&) = delete;
     ~RecvAwaiter() { ep_.forget(*this); }
-    /// Also true when another coroutine waits: await_resume() then throws (B9).
+    /// Also true when another coroutine waits: await_resume() then throws.
     [[nodiscard]] bool await_ready() const noexcept {
         return ep_.completed_count_ != 0 || ep_.failure_.has_value() || ep_.recv_waiter_;
     }

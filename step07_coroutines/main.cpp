@@ -91,7 +91,6 @@ Task<void> Server::serve_client(ClientSession& s) {
         start_rdma(s, remote);
         co_await take_done(s);  // "done", the client's last word on TCP
         AsyncEndpoint& ep = *s.endpoint;
-        //! [ping_pong]
         // The ping-pong: answer each message. No allocation, no Task: only awaiters.
         for (std::uint32_t i = 0; i < o_.iters; ++i) {
             const Received message = co_await ep.recv();  // the next completed receive slot
@@ -104,8 +103,7 @@ Task<void> Server::serve_client(ClientSession& s) {
             co_await ep.send(o_.size, i + 1 == o_.iters);
             ++s.sent;
         }
-        co_await ep.sends_done();  // the last reply's completion
-        //! [ping_pong]
+        co_await ep.sends_done();      // the last reply's completion
     } catch (const SessionEnd& end) {  // a rejected handshake, or a silent client
         outcome = end.outcome();
     } catch (const std::exception& e) {  // a failed completion (flushes too), a check, a cancel
@@ -162,8 +160,8 @@ void Server::shut_down() {
     for (auto& [id, s] : sessions_) {
         s->coroutine.reset();
     }
-    // 6. The verbs objects: each endpoint (QP, CQ, channel, MR, buffer), events acked; the
-    // device (PD, context) goes with the server.
+    // 6. The sessions: each one's socket, and its endpoint (QP, CQ, channel, MR, buffer), events
+    // acked; the device (PD, context) goes with the server.
     sessions_.clear();
     listen_watch_.reset();  // out of the epoll set, then closed
     listen_.reset();

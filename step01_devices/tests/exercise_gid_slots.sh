@@ -9,7 +9,12 @@ require_peer
 prog=$1
 netdev=$(rdma link show "$RDMA_DEVICE/1" | sed -nE 's/.* netdev ([^ ]+).*/\1/p')
 [[ -n $netdev ]] || fail "no netdev under $RDMA_DEVICE port 1"
-trap 'for a in 3 4 5; do ip addr del "10.1.2.$a/32" dev "$netdev" 2>/dev/null; done; rm -rf "$TEST_TMP"' EXIT
+cleanup() {
+    local a
+    for a in 3 4 5; do ip addr del "10.1.2.$a/32" dev "$netdev" 2>/dev/null; done
+    rm -rf "$TEST_TMP"
+}
+trap cleanup EXIT
 
 # gid_at NAME INDEX ADDRESS: within 10 s, the GID table shows ADDRESS (or, for "-", nothing) at
 # INDEX.

@@ -131,6 +131,23 @@ try {
         .map((m) => m[1]));
       check(qps.size === 3, `step06.html: the packet excerpt shows ${qps.size} QPs, not 3`);
     }
+    if (file === 'index.html') {
+      // The first day: every chapter in the reading order, each with a reading time.
+      const rows = await page.evaluate(() => {
+        const heading = [...document.querySelectorAll('h1, h2, h3')]
+          .find((h) => /^\s*A first day\s*$/.test(h.textContent));
+        let table = heading?.nextElementSibling;
+        while (table && !table.matches('table')) table = table.nextElementSibling;
+        return table ? [...table.querySelectorAll('tr')].map((tr) => ({
+          links: [...tr.querySelectorAll('a[href]')].map((a) => a.getAttribute('href')),
+          text: tr.textContent })) : null;
+      });
+      check(rows !== null, 'index.html: no "A first day" table');
+      for (const chapter of chapters) {
+        const row = (rows ?? []).find((r) => r.links.some((l) => l.split('#')[0] === chapter));
+        check(row && /\d+ min/.test(row.text), `index.html: the first day has no time for ${chapter}`);
+      }
+    }
     if (/^step\d\d\.html$/.test(file)) {
       // Every exercise has its answer: the list under the Exercises heading has one collapsed
       // <details> per item, summary "Answer", with a real answer in it.

@@ -193,7 +193,8 @@ class RDMAEndpoint {
     /// \param offset where the message starts in buffer()
     /// \param length bytes to send (0 is allowed)
     /// \param signaled false: no completion for this send (an unsignaled send's queue slot is
-    ///        freed when a later signaled send completes; signal at least every tx_depth sends)
+    ///        freed when a later signaled send completes; signal at least every tx_depth sends,
+    ///        or the queue fills and ibv_post_send fails. Soft-RoCE frees the slots anyway.)
     /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
     ///         std::system_error ("ibv_post_send")
     //! [post-send]

@@ -40,15 +40,6 @@ struct GidEntry {
     return text;
 }
 
-// "127.0.0.1" for ::ffff:127.0.0.1, nothing for any other GID.
-[[nodiscard]] inline std::optional<std::string> ipv4_of(const std::array<std::uint8_t, 16>& gid) {
-    if (!is_ipv4_mapped(gid)) {
-        return std::nullopt;
-    }
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, gid.data() + 12, text, sizeof text);
-    return std::string(text);
-}
 //! [gid_format]
 
 //! [gid_choice]

@@ -48,14 +48,7 @@ import tempfile
 
 # Known and accepted: (steps, functions or classes as printed, reason). Keep it short; every
 # entry needs a reason, and an entry that no longer matches is itself a failure.
-_STEP01_TEXTS = ["tutorial::transport_text", "tutorial::phys_state_text", "tutorial::width_text",
-                 "tutorial::speed_text", "tutorial::atomic_cap_text", "tutorial::gid_type_text",
-                 "tutorial::ipv4_of"]
 ALLOWED = [
-    (["step02_resources"], _STEP01_TEXTS + ["tutorial::mtu_bytes"],
-     "step01's device report, carried unchanged; issue 21's part 2 trims steps 05-07 only"),
-    (["step03_connect", "step04_pingpong"], _STEP01_TEXTS,
-     "step01's device report, carried unchanged; issue 21's part 2 trims steps 05-07 only"),
 ]
 
 FLAGS = ["-std=c++20", "-O0", "-g1", "-fno-inline", "-fkeep-inline-functions",

@@ -121,31 +121,25 @@ function(rdma_tutorial_patched_copy name)
     file(GLOB step_files CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp
          ${CMAKE_CURRENT_SOURCE_DIR}/*.hpp)
     set(patched)
-    set(copy_nested)  # SOURCES in a subfolder (tests/x.cpp): copied to the same place
+    set(nested)  # SOURCES in a subfolder (tests/x.cpp): copied to the same place in the copy
+    set(copy_nested)
     foreach(source IN LISTS ARG_SOURCES)
         list(APPEND patched ${dir}/${source})
         get_filename_component(sub ${source} DIRECTORY)
         if(sub)
+            list(APPEND nested ${CMAKE_CURRENT_SOURCE_DIR}/${source})
             list(APPEND copy_nested COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}/${sub}
                  COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_CURRENT_SOURCE_DIR}/${source}
                          ${dir}/${sub})
-            list(APPEND step_files ${CMAKE_CURRENT_SOURCE_DIR}/${source})
-        endif()
-    endforeach()
-    list(FILTER step_files EXCLUDE REGEX "/tests/")
-    set(top_files ${step_files})
-    foreach(source IN LISTS ARG_SOURCES)
-        if(source MATCHES "/")
-            list(APPEND step_files ${CMAKE_CURRENT_SOURCE_DIR}/${source})
         endif()
     endforeach()
     add_custom_command(OUTPUT ${patched}
         COMMAND ${CMAKE_COMMAND} -E rm -rf ${dir}
         COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-        COMMAND ${CMAKE_COMMAND} -E copy ${top_files} ${dir}
+        COMMAND ${CMAKE_COMMAND} -E copy ${step_files} ${dir}
         ${copy_nested}
         COMMAND patch --quiet --forward -p1 -d ${dir} -i ${patch}
-        DEPENDS ${step_files} ${patch}
+        DEPENDS ${step_files} ${nested} ${patch}
         COMMENT "Applying ${ARG_PATCH} to a copy of ${PROJECT_NAME} (${name})"
         VERBATIM)
     if(ARG_OUTPUT)
@@ -175,16 +169,18 @@ function(rdma_tutorial_exercise name)
 endfunction()
 
 # rdma_tutorial_exercise_unit(NAME PATCH exercises/x.patch SOURCES a.cpp tests/t.cpp... FAILS
-# Suite.Test [LINK lib...]): the answer to an exercise that a unit test shows: the GoogleTest
-# program NAME is built from the step's patched copy, and the test NAME (label unit) passes when
-# Suite.Test fails there, as the answer says.
+# Suite.Test [OTHER_SOURCES /abs/t.cpp...] [LINK lib...]): the answer to an exercise that a unit
+# test shows: the GoogleTest program NAME is built from the step's patched copy (and
+# OTHER_SOURCES, a test kept outside the step, with the copy on its include path), and the test
+# NAME (label unit) passes when Suite.Test fails there, as the answer says.
 function(rdma_tutorial_exercise_unit name)
-    cmake_parse_arguments(ARG "" "PATCH;FAILS" "SOURCES;LINK" ${ARGN})
+    cmake_parse_arguments(ARG "" "PATCH;FAILS" "SOURCES;OTHER_SOURCES;LINK" ${ARGN})
     if(NOT GTest_FOUND)
         return()
     endif()
     rdma_tutorial_patched_copy(${name} PATCH ${ARG_PATCH} SOURCES ${ARG_SOURCES} OUTPUT patched)
-    add_executable(${name} ${patched})
+    add_executable(${name} ${patched} ${ARG_OTHER_SOURCES})
+    target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/${name}-src)
     target_link_libraries(${name} PRIVATE GTest::gtest_main PkgConfig::IBVERBS Threads::Threads
                                           ${ARG_LINK})
     _rdma_tutorial_flags(${name})

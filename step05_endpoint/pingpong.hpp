@@ -216,7 +216,7 @@ class PingPong {
         while (unsignaled_ >= plan_.tx_depth) {
             ibv_wc wc{};
             if (endpoint_.try_poll(std::span(&wc, 1)) == 1) {
-                handle(wc);  // (a receive cannot come first: the peer waits for this send)
+                handle(wc);  // a send's: the peer sends its next message only after this one
             } else if (++idle_polls_ % 4096 == 0) {
                 check_idle();
             }

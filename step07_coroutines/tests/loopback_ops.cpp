@@ -289,15 +289,21 @@ TEST(LoopbackOps, CancelDoesNotWaitForUnsignaledSendsThatCompleted) {
     AsyncEndpoint ep(reactor, RDMAEndpoint(device(), endpoint_config(config, true)), config);
     RDMAEndpoint peer(device(), endpoint_config(config, false));
     ep.post_initial_receives();
-    peer.post_recv(0, 0, kSize, 3);
+    peer.post_recv(0, 0, kSize, 4);
     ep.endpoint().connect(peer.local_info());
     peer.connect(ep.endpoint().local_info());
 
     Task<void> sender = send_unsignaled(ep, 3);
     reactor.spawn(sender);
     reactor.run_until([&] { return sender.done(); });
-    for (int i = 0; i < 3; ++i) {
-        EXPECT_EQ(peer.poll_completion(0).status, IBV_WC_SUCCESS);  // all three arrived
+    // The peer's receive completions do not say the sender has its ACKs: until then the three
+    // sends are outstanding, and the QP's failure would flush them (with CQEs). A signaled probe
+    // behind them, polled here before the reactor sees it, completes only after all three have.
+    constexpr std::uint64_t kProbeWrId = 0x50B0;
+    ep.endpoint().post_send(kProbeWrId, 0, 0, true);
+    EXPECT_EQ(ep.endpoint().poll_completion(kProbeWrId, 2s).status, IBV_WC_SUCCESS);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(peer.poll_completion(0).status, IBV_WC_SUCCESS);  // the three and the probe
     }
 
     const auto start = Clock::now();

@@ -147,7 +147,7 @@ void Server::on_channel(ClientSession& s) {
     try {
         tutorial::service_channel(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
                                   [&](const ibv_wc& wc) { completions.push_back(wc); });
-    } catch (const std::exception& e) {  // a failed completion (try_poll throws it)
+    } catch (const std::exception& e) {  // a verb failed: ibv_get_cq_event, ibv_poll_cq, ...
         const std::uint64_t id = s.id;   // progress() may end the session, and free s with it
         progress(s, completions);
         if (sessions_.count(id) != 0) {

@@ -8,20 +8,15 @@
 #include "qp_masks.hpp"
 #include "qp_transitions.hpp"
 #include "resources.hpp"
-#include "tcp.hpp"
 #include "wc_status.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <system_error>
-#include <vector>
 
 namespace tutorial {
 
@@ -34,23 +29,13 @@ std::string vendor_err_text(std::uint32_t vendor_err) {
     return text;
 }
 
-std::string seconds_text(std::chrono::milliseconds timeout) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g s", static_cast<double>(timeout.count()) / 1000.0);
-    return text;
-}
-
 }  // namespace
 
 // ====================================================================== errors
 
-const char* WorkCompletionError::status_name(ibv_wc_status status) noexcept {
-    return wc_status_name(status);
-}
-
 WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
     : TutorialError(kExitRdma,
-                    std::string("work completion failed: ") + status_name(wc.status) + " (" +
+                    std::string("work completion failed: ") + wc_status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
                     wc_status_cause(wc.status, false)),
@@ -241,6 +226,10 @@ void RDMAEndpoint::throw_post_send_failed(int rc) {
     throw std::system_error(rc, std::generic_category(), "ibv_post_send");
 }
 
+void RDMAEndpoint::throw_poll_failed() {
+    throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
+}
+
 void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                              std::size_t count) {
     check_local_range(offset, length, "post_recv");
@@ -263,142 +252,6 @@ void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_
         }
         count -= n;
     }
-}
-
-//! [post-one-sided]
-// Both ranges are checked before anything reaches the device.
-void RDMAEndpoint::check_and_post_one_sided(const char* what, ibv_wr_opcode opcode,
-                                            std::uint64_t wr_id, std::size_t local_offset,
-                                            std::size_t remote_offset, std::size_t length,
-                                            std::uint32_t imm_data) {
-    require_connected(what);
-    check_local_range(local_offset, length, what);
-    if (remote_->rkey == 0) {
-        throw std::logic_error(std::string(what) +
-                               ": the peer advertised no remote access (no rkey)");
-    }
-    if (remote_offset > remote_->length || length > remote_->length - remote_offset) {
-        throw std::out_of_range(std::string(what) + ": remote range [" +
-                                std::to_string(remote_offset) + ", +" + std::to_string(length) +
-                                ") is outside the peer's " + std::to_string(remote_->length) +
-                                "-byte buffer");
-    }
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = opcode;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(imm_data);
-    wr.wr.rdma.remote_addr = remote_->addr + remote_offset;  // the peer's virtual address ...
-    wr.wr.rdma.rkey = remote_->rkey;  // ... and the key that opens its memory region
-    post_to_send_queue(wr, local_offset, length);
-}
-
-void RDMAEndpoint::post_write(std::uint64_t wr_id, std::size_t local_offset,
-                              std::size_t remote_offset, std::size_t length) {
-    check_and_post_one_sided("post_write", IBV_WR_RDMA_WRITE, wr_id, local_offset, remote_offset,
-                             length, 0);
-}
-//! [post-one-sided]
-
-void RDMAEndpoint::post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
-                                       std::size_t remote_offset, std::size_t length,
-                                       std::uint32_t imm_data) {
-    check_and_post_one_sided("post_write_with_imm", IBV_WR_RDMA_WRITE_WITH_IMM, wr_id, local_offset,
-                             remote_offset, length, imm_data);
-}
-
-void RDMAEndpoint::post_read(std::uint64_t wr_id, std::size_t local_offset,
-                             std::size_t remote_offset, std::size_t length) {
-    check_and_post_one_sided("post_read", IBV_WR_RDMA_READ, wr_id, local_offset, remote_offset,
-                             length, 0);
-}
-
-// ====================================================================== completions
-
-//! [poll]
-ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseconds timeout) {
-    const auto kept = std::find_if(stash_.begin(), stash_.end(),
-                                   [wr_id](const ibv_wc& wc) { return wc.wr_id == wr_id; });
-    if (kept != stash_.end()) {
-        const ibv_wc wc = *kept;
-        stash_.erase(kept);
-        return wc;
-    }
-    const auto deadline = Clock::now() + timeout;
-    std::array<ibv_wc, 16> batch;
-    for (unsigned spins = 1;; ++spins) {
-        const int n = ibv_poll_cq(cq_.get(), static_cast<int>(batch.size()), batch.data());
-        if (n < 0)
-            throw_poll_failed();
-        std::optional<ibv_wc> found;
-        const ibv_wc* failed = nullptr;
-        for (const ibv_wc& wc : std::span(batch).first(static_cast<std::size_t>(n))) {
-            if (wc.status != IBV_WC_SUCCESS) {
-                failed = failed != nullptr ? failed : &wc;
-            } else if (!found && wc.wr_id == wr_id) {
-                found = wc;
-            } else {
-                stash_.push_back(wc);  // kept in CQ order for a later call
-            }
-        }
-        if (failed != nullptr) {
-            if (found)
-                stash_.push_back(*found);
-            throw WorkCompletionError(*failed);
-        }
-        if (found)
-            return *found;
-        // Reading the clock costs more than an empty poll: look at it now and then.
-        if (spins % 1024 != 0)
-            continue;
-        throw_if_stopped();  // tcp.hpp: SIGINT or SIGTERM, once install_stop_handlers() ran
-        if (Clock::now() >= deadline) {
-            throw TutorialError(kExitTimeout,
-                                "no completion for wr_id " + std::to_string(wr_id) + " within " +
-                                    seconds_text(timeout),
-                                "is the peer still running? (a lost peer ends in "
-                                "IBV_WC_RETRY_EXC_ERR only while something is being sent)");
-        }
-    }
-}
-//! [poll]
-
-// try_poll() when completions are kept: those first, then the CQ.
-std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
-    std::size_t filled = 0;
-    for (; !stash_.empty() && filled < completions.size(); ++filled) {
-        completions[filled] = stash_.front();
-        stash_.pop_front();
-    }
-    if (filled == completions.size())
-        return filled;
-    const int n = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size() - filled),
-                              completions.data() + filled);
-    if (n < 0)
-        throw_poll_failed();
-    const auto batch = completions.first(filled + static_cast<std::size_t>(n));
-    for (const ibv_wc& wc : batch) {
-        if (wc.status != IBV_WC_SUCCESS)
-            stash_good_and_throw(batch);
-    }
-    return batch.size();
-}
-
-// A batch with a failed completion: the good ones are kept for later calls, the first failure
-// is thrown.
-void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
-    std::optional<ibv_wc> failed;
-    for (const ibv_wc& wc : batch) {
-        if (wc.status == IBV_WC_SUCCESS)
-            stash_.push_back(wc);
-        else if (!failed)
-            failed = wc;
-    }
-    throw WorkCompletionError(failed.value());
-}
-
-void RDMAEndpoint::throw_poll_failed() {
-    throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
 }
 
 }  // namespace tutorial

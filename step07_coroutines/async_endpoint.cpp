@@ -2,7 +2,6 @@
 #include "async_endpoint.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -27,17 +26,6 @@ EndpointConfig async_endpoint_config(const Options& o) {
     c.buffer_size = (static_cast<std::size_t>(o.rx_depth) + 1) * o.size;
     return c;
 }
-
-/// The CQ as cq_events.hpp's protocol wants it. It polls the CQ itself instead of through
-/// RDMAEndpoint::poll(), which throws at the first failed completion: here a failure, a flush
-/// too, is a completion like the others, routed to its waiter.
-struct AsyncEndpoint::Source {
-    AsyncEndpoint& self;
-    bool get_event() { return self.ep_.get_event(); }
-    void request_notify() { self.ep_.request_notify(); }
-    int poll(std::span<ibv_wc> batch) { return self.poll_raw(batch); }
-    void ack(std::uint32_t count) { self.ep_.ack(count); }
-};
 
 AsyncEndpoint::AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const AsyncConfig& config)
     : reactor_(reactor),
@@ -78,27 +66,18 @@ std::span<std::byte> AsyncEndpoint::send_slot() noexcept {
     return ep_.buffer().subspan(config_.rx_depth * config_.message_size, config_.message_size);
 }
 
-int AsyncEndpoint::poll_raw(std::span<ibv_wc> batch) {
-    const int n = ibv_poll_cq(ep_.cq(), static_cast<int>(batch.size()), batch.data());
-    if (n < 0) {
-        throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-    }
-    return n;
-}
-
 //! [channel_service]
 std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
-    Source source{*this};
+    // A failed completion, a flush too, is routed to its waiter like the others.
     return service_and_route(
-               source, ep_.events(), std::span<ibv_wc>(batch_),
+               ep_, ep_.events(), std::span<ibv_wc>(batch_),
                [this](const ibv_wc& wc) { return route(wc); }, ready)
         .completions;
 }
 
 std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
     (void)on_channel_readable(ready);  // first, any event that is queued but not yet seen
-    Source source{*this};
-    return safety_net_poll(source, ep_.events(), std::span<ibv_wc>(batch_), [&](const ibv_wc& wc) {
+    return safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), [&](const ibv_wc& wc) {
         if (const std::coroutine_handle<> waiter = route(wc)) {
             ready.push(waiter);
         }
@@ -325,7 +304,7 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     auto last_progress = start;
     while (!drained() && Clock::now() - start < timeout &&
            Clock::now() - last_progress < kFlushStall) {
-        const int n = poll_raw(batch_);
+        const int n = ep_.poll(batch_);
         if (n > 0) {
             last_progress = Clock::now();
         }

@@ -149,7 +149,6 @@ class AsyncEndpoint final : public ChannelClient {
     };
 
   private:
-    struct Source;  // the CQ for service_channel: raw ibv_poll_cq, failed completions included
     [[nodiscard]] std::span<std::byte> receive_slot(std::uint32_t slot) noexcept;
     [[nodiscard]] std::uint64_t outstanding() const noexcept;  // posted receives and sends
     std::coroutine_handle<> route(const ibv_wc& wc);
@@ -164,7 +163,6 @@ class AsyncEndpoint final : public ChannelClient {
     void post_receive_batch();
     void forget(Pending& waiter) noexcept;
     std::uint32_t wake_all_waiters();
-    int poll_raw(std::span<ibv_wc> batch);
     bool post_drain_marker_send() noexcept;
     [[nodiscard]] bool drained() const noexcept;
 

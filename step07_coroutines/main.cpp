@@ -19,7 +19,7 @@
 namespace tutorial {
 
 //! [run]
-/// The outline. Without a HOST, a server: one thread, one reactor (one epoll set and a timerfd),
+/// The outline. Without a HOST, a server: one thread, one reactor (one epoll set),
 /// and one coroutine per client from its accept to its last line (Server::run, below). With a
 /// HOST, a client: step06's handshake, then one coroutine that ping-pongs (client.cpp).
 int run(const Options& options) {
@@ -46,7 +46,7 @@ int run(const Options& options) {
 /// after each round housekeeping() reaps the clients whose coroutine ended. Then the shutdown, in
 /// its order.
 int Server::run() {
-    open_event_sources();  // the listener; the reactor made its epoll set and timerfd
+    open_event_sources();  // the listener; the reactor made its epoll set
     accepting_ = accept_loop();
     watching_ = watchdog();
     async_watching_ = watch_async_events();

@@ -2,12 +2,11 @@
 #include "reactor.hpp"
 
 #include <signal.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <exception>
 #include <system_error>
@@ -28,13 +27,6 @@ Reactor::Reactor(std::chrono::milliseconds safety_period, std::size_t max_corout
     if (epoll_.get() < 0) {
         throw_errno("epoll_create1");
     }
-    // One timerfd for every timer: armed for the earliest deadline (CLOCK_MONOTONIC is
-    // steady_clock's clock).
-    timer_fd_ = Socket(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-    if (timer_fd_.get() < 0) {
-        throw_errno("timerfd_create");
-    }
-    watch(timer_fd_.get(), EPOLLIN, timer_watch_);
     next_sweep_ = Clock::now() + safety_period_;
 }
 
@@ -78,15 +70,17 @@ void ChannelWatch::reset() noexcept {
 //! [reactor_loop]
 void Reactor::run_round(const sigset_t& wait_mask) {
     std::array<epoll_event, 64> events{};
-    // Work queued: do not sleep. Otherwise at most a safety period: a lost completion event
-    // must not hang the loop. SIGINT/SIGTERM get in only here (wait_mask unblocks them).
-    const int timeout = ready_.empty() ? static_cast<int>(safety_period_.count()) : 0;
+    // Work queued: do not sleep. Otherwise until the next timer, at most a safety period: a lost
+    // completion event must not hang the loop. SIGINT/SIGTERM get in only here (wait_mask
+    // unblocks them).
+    const int safety_ms = static_cast<int>(safety_period_.count());
+    const int timeout = ready_.empty() ? std::min(safety_ms, ms_to_next_timer()) : 0;
     int n = ::epoll_pwait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout,
                           &wait_mask);
     if (n < 0 && errno != EINTR) {
         throw_errno("epoll_pwait");
     }
-    const bool timed_out = n == 0 && timeout > 0;
+    const bool timed_out = n == 0 && timeout == safety_ms;  // a timer's end is no safety period
     // Route: every ready source stores what happened and queues its waiting coroutine.
     for (int i = 0; i < n; ++i) {
         dispatch(events[static_cast<std::size_t>(i)]);
@@ -111,12 +105,6 @@ void Reactor::dispatch(const epoll_event& event) {
             if (client.on_channel_readable(ready_) > 0) {
                 client.last_activity_ = Clock::now();
             }
-            break;
-        }
-        case Watch::Kind::timer: {
-            std::uint64_t expirations = 0;  // read it, or the timerfd stays readable
-            (void)!::read(timer_fd_.get(), &expirations, sizeof expirations);
-            timer_armed_for_ = Clock::time_point::max();
             break;
         }
     }
@@ -163,7 +151,6 @@ void Reactor::link(Waiter& waiter) {
     (after != nullptr ? after->next_ : waiters_) = &waiter;
     (waiter.next_ != nullptr ? waiter.next_->prev_ : last_waiter_) = &waiter;
     waiter.linked_ = true;
-    arm_timer();
 }
 
 // The fd leaves the epoll set while its FdWatch, and so the fd, still exists.
@@ -192,25 +179,15 @@ void Reactor::expire_timers(Clock::time_point now) {
     while (waiters_ != nullptr && waiters_->deadline_ <= now) {
         wake(*waiters_, Waiter::Outcome::timed_out);
     }
-    arm_timer();
 }
 
-// Arms the timerfd for the earliest deadline (absolute, so that it never drifts).
-void Reactor::arm_timer() {
-    const Clock::time_point next =
-        waiters_ != nullptr ? waiters_->deadline_ : Clock::time_point::max();
-    if (next == timer_armed_for_ || next == Clock::time_point::max()) {
-        return;  // already armed for it, or no timer (a stale expiry is harmless)
-    }
-    const auto ns = std::max<std::int64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(next.time_since_epoch()).count(), 1);
-    itimerspec spec{};
-    spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-    spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    if (::timerfd_settime(timer_fd_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0) {
-        throw_errno("timerfd_settime");
-    }
-    timer_armed_for_ = next;
+// The earliest deadline (the list's head), in whole milliseconds rounded up, so that it has
+// passed when epoll_pwait returns; INT_MAX without one.
+int Reactor::ms_to_next_timer() const {
+    const auto left =
+        waiters_ != nullptr ? waiters_->deadline_ - Clock::now() : Clock::duration::max();
+    return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(
+        std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, INT_MAX));
 }
 
 void Reactor::cancel(FdWatch& fd, const char* why) {

@@ -1,4 +1,4 @@
-// Step 07: the one-thread reactor: epoll and a timerfd; it resumes coroutines only after the drain.
+// Step 07: the one-thread reactor: one epoll set; it resumes coroutines only after the drain.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -98,9 +98,9 @@ class CancelledError : public TutorialError {
 
 /// What an epoll entry's data.ptr points at: which kind of source, and its owner.
 struct Watch {
-    enum class Kind : std::uint8_t { fd, channel, timer };
+    enum class Kind : std::uint8_t { fd, channel };
     Kind kind;
-    void* owner;  // fd: the FdWatch; channel: the ChannelClient; timer: the Reactor
+    void* owner;  // fd: the FdWatch; channel: the ChannelClient
 };
 
 class Reactor;
@@ -235,7 +235,8 @@ class SleepAwaiter : private Waiter {
 
 //! [reactor]
 /// The one-thread event loop. Each round (run_round):
-///   1. wait in epoll_pwait, at most a safety period (event mode, as step06's server);
+///   1. wait in epoll_pwait until the next timer, at most a safety period (event mode, as
+///      step06's server);
 ///   2. route: a ready fd marks its awaiter ready; a readable channel is serviced by step06's
 ///      protocol and each completion routed to its waiter; expired timers; the safety net polls
 ///      channels quiet for a safety period. All of it only pushes waiting coroutines on the
@@ -295,17 +296,14 @@ class Reactor {
     void link(Waiter& waiter);
     void unlink(Waiter& waiter) noexcept;
     void wake(Waiter& waiter, Waiter::Outcome outcome);
-    void arm_timer();
+    [[nodiscard]] int ms_to_next_timer() const;
     void watch(int fd, std::uint32_t events, Watch& watch);
 
     std::chrono::milliseconds safety_period_;
     ReadyQueue ready_;
     Socket epoll_;
-    Socket timer_fd_;
-    Watch timer_watch_{Watch::Kind::timer, this};
     Waiter* waiters_ = nullptr;  // sorted by deadline; those without one at the end
     Waiter* last_waiter_ = nullptr;
-    Clock::time_point timer_armed_for_ = Clock::time_point::max();
     ChannelClient* channels_ = nullptr;
     Clock::time_point next_sweep_{};
 };

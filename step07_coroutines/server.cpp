@@ -76,7 +76,7 @@ Server::Server(const Options& options)
       reactor_(std::chrono::milliseconds(options.safety_ms)),
       device_(device_config(options)) {}
 
-/// The reactor already watches its timerfd; the server adds the listener.
+/// The reactor has its epoll set; the server adds the listener.
 void Server::open_event_sources() {
     listen_ = listen_for_clients(o_);
     listen_watch_.emplace(reactor_, listen_.get());

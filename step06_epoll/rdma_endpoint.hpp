@@ -75,7 +75,6 @@ class Device {
     /// \brief The raw handles, and what the constructor queried, for the endpoints on it.
     [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
     [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
-    /// \brief The device's name, e.g. "rxe0".
     [[nodiscard]] const std::string& name() const noexcept { return opened_.name; }
     [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
     [[nodiscard]] const ibv_device_attr& attr() const noexcept { return opened_.attr; }
@@ -156,7 +155,7 @@ class RDMAEndpoint {
     /// \throws std::logic_error when already connected
     void connect(const PeerInfo& remote);
 
-    /// \brief The peer's data, once connected.
+    /// \brief Once connected.
     [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
 
     [[nodiscard]] std::span<std::byte> buffer() const noexcept {
@@ -230,10 +229,7 @@ class RDMAEndpoint {
     }
     /// \brief The CQ's event bookkeeping: received, acked, re-arms, drains, safety-net finds.
     [[nodiscard]] CqEventTracker& events() noexcept { return events_; }
-    [[nodiscard]] const CqEventTracker& events() const noexcept {
-        return events_;
-    }  ///< \copybrief events()
-       /// @}
+    /// @}
 
   private:
     // Every post checks first, inline: a compare or two on the hot path, the throw out of line.

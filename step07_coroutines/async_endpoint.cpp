@@ -42,7 +42,7 @@ AsyncEndpoint::AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const Asyn
     if (ep_.buffer().size() < (std::size_t{config.rx_depth} + 1) * config.message_size) {
         throw std::logic_error("AsyncEndpoint: the buffer is smaller than rx_depth + 1 slots");
     }
-    channel_.emplace(reactor_, *this);
+    reactor_.add_channel(*this);
 }
 
 AsyncEndpoint::~AsyncEndpoint() {
@@ -50,10 +50,9 @@ AsyncEndpoint::~AsyncEndpoint() {
 }
 
 void AsyncEndpoint::close() noexcept {
-    if (!channel_) {
+    if (!reactor_.remove_channel(*this)) {  // out of the epoll set while the channel's fd is open
         return;
     }
-    channel_.reset();         // out of the epoll set while the channel's fd is open
     take_queued_events(ep_);  // pingpong.hpp
     ack_all_before_destroy(ep_, ep_.events());
 }

@@ -89,7 +89,6 @@ class AsyncEndpoint final : public ChannelClient {
     AsyncEndpoint(const AsyncEndpoint&) = delete;
     AsyncEndpoint& operator=(const AsyncEndpoint&) = delete;
 
-    /// The endpoint, for connect(), local_info(), events() and the rest.
     [[nodiscard]] RDMAEndpoint& endpoint() noexcept { return ep_; }
 
     /// Arms the CQ first (a completion before the first ibv_req_notify_cq raises no event), then
@@ -168,8 +167,6 @@ class AsyncEndpoint final : public ChannelClient {
 
     Reactor& reactor_;
     RDMAEndpoint ep_;
-    // After ep_, so destroyed before it: the channel leaves the epoll set while its fd is open.
-    std::optional<ChannelWatch> channel_;
     AsyncConfig config_;
     std::uint32_t signal_every_;
     std::uint32_t refill_batch_;

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
@@ -228,30 +227,6 @@ void RDMAEndpoint::throw_post_send_failed(int rc) {
 
 void RDMAEndpoint::throw_poll_failed() {
     throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-}
-
-void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                             std::size_t count) {
-    check_local_range(offset, length, "post_recv");
-    constexpr std::size_t kChain = 32;
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
-                static_cast<std::uint32_t>(length), mr_->lkey};
-    std::array<ibv_recv_wr, kChain> wrs{};
-    while (count > 0) {
-        const std::size_t n = std::min(count, kChain);
-        for (std::size_t i = 0; i < n; ++i) {
-            wrs[i] = {};
-            wrs[i].wr_id = wr_id;
-            wrs[i].sg_list = &sge;  // the device reads the list while posting; one is enough
-            wrs[i].num_sge = 1;
-            wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
-        }
-        ibv_recv_wr* bad = nullptr;
-        if (int rc = ibv_post_recv(qp_.get(), wrs.data(), &bad); rc != 0) {
-            throw std::system_error(rc, std::generic_category(), "ibv_post_recv");
-        }
-        count -= n;
-    }
 }
 
 }  // namespace tutorial

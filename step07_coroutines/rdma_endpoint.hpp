@@ -75,7 +75,6 @@ class Device {
     /// \brief The raw handles, and what the constructor queried, for the endpoints on it.
     [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
     [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
-    /// \brief The device's name, e.g. "rxe0".
     [[nodiscard]] const std::string& name() const noexcept { return opened_.name; }
     [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
     [[nodiscard]] const ibv_device_attr& attr() const noexcept { return opened_.attr; }
@@ -124,7 +123,7 @@ using CompletionChannel =
 /// It owns, parent-first, a page-aligned buffer, its memory region, a completion channel, one
 /// completion queue and one RC QP; the context and PD are the Device's. A constructed endpoint is
 /// in INIT; after connect() (or connect_to_peer(), which does the handshake first) it is
-/// in RTS and can post sends. Receives may be posted from INIT on.
+/// in RTS and can post sends. AsyncEndpoint posts the receives, from INIT on, into its slots.
 ///
 /// \par Thread safety
 /// One endpoint must be used by one thread at a time. Distinct endpoints are independent and
@@ -156,7 +155,7 @@ class RDMAEndpoint {
     /// \throws std::logic_error when already connected
     void connect(const PeerInfo& remote);
 
-    /// \brief The peer's data, once connected.
+    /// \brief Once connected.
     [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
 
     [[nodiscard]] std::span<std::byte> buffer() const noexcept {
@@ -198,13 +197,6 @@ class RDMAEndpoint {
     }
     //! [post-send]
 
-    /// \brief Posts \p count receives, all into buffer()[offset, offset+length) and all with
-    /// \p wr_id, chained in as few ibv_post_recv calls as possible. Allowed from INIT on, so that
-    /// receives are ready before the peer's first send.
-    /// \throws std::out_of_range outside the buffer; std::system_error ("ibv_post_recv")
-    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
-                   std::size_t count = 1);
-
     /// \name The completion channel (step06); only with EndpointConfig::completion_channel.
     /// @{
     /// \brief The channel's fd, O_NONBLOCK, for poll(2)/epoll(7); -1 without a channel.
@@ -230,10 +222,7 @@ class RDMAEndpoint {
     }
     /// \brief The CQ's event bookkeeping: received, acked, re-arms, drains, safety-net finds.
     [[nodiscard]] CqEventTracker& events() noexcept { return events_; }
-    [[nodiscard]] const CqEventTracker& events() const noexcept {
-        return events_;
-    }  ///< \copybrief events()
-       /// @}
+    /// @}
 
   private:
     // Every post checks first, inline: a compare or two on the hot path, the throw out of line.

@@ -39,30 +39,30 @@ void Reactor::watch(int fd, std::uint32_t events, Watch& watch) {
     }
 }
 
-ChannelWatch::ChannelWatch(Reactor& reactor, ChannelClient& client)
-    : reactor_(&reactor), client_(&client), fd_(client.channel_fd()) {
-    reactor.watch(fd_, EPOLLIN, client.watch_);
+void Reactor::add_channel(ChannelClient& client) {
+    watch(client.channel_fd(), EPOLLIN, client.watch_);
+    client.watched_ = true;
     client.prev_ = nullptr;
-    client.next_ = reactor.channels_;
-    if (reactor.channels_ != nullptr) {
-        reactor.channels_->prev_ = &client;
+    client.next_ = channels_;
+    if (channels_ != nullptr) {
+        channels_->prev_ = &client;
     }
-    reactor.channels_ = &client;
+    channels_ = &client;
     client.last_activity_ = Clock::now();
 }
 
-void ChannelWatch::reset() noexcept {
-    if (reactor_ == nullptr) {
-        return;
+bool Reactor::remove_channel(ChannelClient& c) noexcept {
+    if (!c.watched_) {
+        return false;
     }
-    ::epoll_ctl(reactor_->epoll_.get(), EPOLL_CTL_DEL, fd_, nullptr);
-    ChannelClient& c = *client_;
-    (c.prev_ != nullptr ? c.prev_->next_ : reactor_->channels_) = c.next_;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.channel_fd(), nullptr);
+    (c.prev_ != nullptr ? c.prev_->next_ : channels_) = c.next_;
     if (c.next_ != nullptr) {
         c.next_->prev_ = c.prev_;
     }
     c.prev_ = c.next_ = nullptr;
-    reactor_ = nullptr;
+    c.watched_ = false;
+    return true;
 }
 
 // ====================================================================== the loop

@@ -132,7 +132,6 @@ class FdWatch {
 /// these in its routing phase only: they route completions (ReadyQueue pushes), resume nothing.
 class ChannelClient {
   public:
-    /// The completion channel's fd (O_NONBLOCK).
     [[nodiscard]] virtual int channel_fd() const noexcept = 0;
     /// The channel is readable: step06's protocol through service_and_route(); the completions.
     virtual std::uint64_t on_channel_readable(ReadyQueue& ready) = 0;
@@ -148,28 +147,11 @@ class ChannelClient {
 
   private:
     friend class Reactor;
-    friend class ChannelWatch;
     Watch watch_{Watch::Kind::channel, this};
+    bool watched_ = false;           // in the reactor's epoll set and list (add_channel())
     ChannelClient* prev_ = nullptr;  // the reactor's list of channels: intrusive, no allocation
     ChannelClient* next_ = nullptr;
     Clock::time_point last_activity_{};
-};
-
-/// A channel in the reactor's epoll set (and its safety net) while this object lives. As an
-/// FdWatch: declare it after the endpoint that owns the channel's fd, or reset() it first.
-class ChannelWatch {
-  public:
-    ChannelWatch(Reactor& reactor, ChannelClient& client);
-    ~ChannelWatch() { reset(); }
-    ChannelWatch(const ChannelWatch&) = delete;
-    ChannelWatch& operator=(const ChannelWatch&) = delete;
-    /// EPOLL_CTL_DEL, and out of the list: no call reaches the client after this.
-    void reset() noexcept;
-
-  private:
-    Reactor* reactor_;
-    ChannelClient* client_;
-    int fd_;
 };
 
 /// What an fd or timer awaiter keeps in the awaiting coroutine's frame (no allocation): the
@@ -285,10 +267,16 @@ class Reactor {
     /// Resumes every fd and timer waiter with CancelledError (shutdown, step 4).
     void cancel_waiters(const char* why);
 
+    /// \p client's channel joins the epoll set and the safety net's list. As an FdWatch's, it
+    /// must leave (remove_channel()) while its fd is still open.
+    void add_channel(ChannelClient& client);
+    /// EPOLL_CTL_DEL, and out of the list: no call reaches \p client after this. False when it
+    /// was not in.
+    bool remove_channel(ChannelClient& client) noexcept;
+
   private:
     friend class Waiter;
     friend class FdWatch;
-    friend class ChannelWatch;
     void run_round(const sigset_t& wait_mask);
     void dispatch(const epoll_event& event);
     void expire_timers(Clock::time_point now);

@@ -109,7 +109,7 @@ class [[nodiscard]] Task {
     Awaiter operator co_await() & noexcept { return Awaiter{handle_}; }
     Awaiter operator co_await() && noexcept { return Awaiter{handle_}; }
 
-    /// The frame's handle, for Reactor::start(); the Task still owns the frame.
+    /// The frame's handle, for Reactor::spawn(); the Task still owns the frame.
     [[nodiscard]] std::coroutine_handle<> handle() const noexcept { return handle_; }
     /// True once the body has returned or thrown (the frame waits at its final suspend point).
     [[nodiscard]] bool done() const noexcept { return !handle_ || handle_.done(); }

@@ -287,6 +287,18 @@ ibv_wc next_completion(RDMAEndpoint& ep) {
     return wc[0];
 }
 
+// \p count receives of kSize bytes at the start of \p ep's buffer, wr_id 0.
+void post_receives(RDMAEndpoint& ep, int count) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(ep.buffer().data()), kSize, ep.mr()->lkey};
+    for (int i = 0; i < count; ++i) {
+        ibv_recv_wr wr{};
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(ep.qp(), &wr, &bad), 0);
+    }
+}
+
 Task<void> send_unsignaled(AsyncEndpoint& ep, int count) {
     for (int i = 0; i < count; ++i) {
         co_await ep.send(kSize);  // with tx_depth 8, only every 4th send is signaled
@@ -303,7 +315,7 @@ TEST(LoopbackOps, CancelDoesNotWaitForUnsignaledSendsThatCompleted) {
     AsyncEndpoint ep(reactor, RDMAEndpoint(device(), endpoint_config(config, true)), config);
     RDMAEndpoint peer(device(), endpoint_config(config, false));
     ep.post_initial_receives();
-    peer.post_recv(0, 0, kSize, 4);
+    post_receives(peer, 4);
     ep.endpoint().connect(peer.local_info());
     peer.connect(ep.endpoint().local_info());
 

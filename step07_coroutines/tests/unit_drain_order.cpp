@@ -175,8 +175,9 @@ TEST(DrainOrder, TheReactorResumesAfterTheRoutingPhase) {
     Fixture f;
     tutorial::Reactor reactor(std::chrono::milliseconds(100));
     FakeConnection connection(f);
-    const tutorial::ChannelWatch watch(reactor, connection);
+    reactor.add_channel(connection);
     reactor.run_until([&] { return f.first.done() && f.second.done(); });
+    reactor.remove_channel(connection);
     EXPECT_TRUE(f.fake.after_destroy.empty())
         << "the CQ was used after the coroutine that destroyed it was resumed: "
         << ::testing::PrintToString(f.fake.after_destroy)

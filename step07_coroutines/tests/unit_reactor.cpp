@@ -20,7 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using tutorial::CancelledError;
-using tutorial::ChannelWatch;
 using tutorial::Clock;
 using tutorial::FdWatch;
 using tutorial::Reactor;
@@ -396,7 +395,7 @@ Task<void> await_completion(FakeConnection& c) {
 TEST(Reactor, AReadableChannelIsServicedAndItsWaiterResumed) {
     Reactor reactor(kSafety);
     FakeConnection c;
-    auto watch = std::make_unique<ChannelWatch>(reactor, c);
+    reactor.add_channel(c);
     Task<void> task = await_completion(c);
     reactor.spawn(task);
     one_round(reactor);
@@ -404,7 +403,8 @@ TEST(Reactor, AReadableChannelIsServicedAndItsWaiterResumed) {
     one_round(reactor);
     EXPECT_TRUE(task.done());
     EXPECT_EQ(c.services, 1);
-    watch.reset();
+    EXPECT_TRUE(reactor.remove_channel(c));
+    EXPECT_FALSE(reactor.remove_channel(c)) << "a second removal does nothing";
     c.pipe.put();
     one_round(reactor);
     EXPECT_EQ(c.services, 1) << "a removed channel is not serviced";
@@ -414,10 +414,11 @@ TEST(Reactor, TheSafetyNetPollsAQuietChannel) {
     Reactor reactor(kSafety);
     FakeConnection c;
     c.complete_in_safety_net = true;
-    const ChannelWatch watch(reactor, c);
+    reactor.add_channel(c);
     Task<void> task = await_completion(c);
     const auto start = Clock::now();
     run(reactor, task);
+    reactor.remove_channel(c);
     EXPECT_GE(c.safety_nets, 1);
     EXPECT_GE(Clock::now() - start, 15ms);
 }

@@ -13,7 +13,6 @@
 
 namespace tutorial {
 
-//! [raii]
 // When set, every successful destroy prints "teardown: <verb>", so the order can be seen.
 inline bool trace_teardown = false;
 
@@ -56,6 +55,5 @@ using Buffer = std::unique_ptr<std::byte, VerbsDeleter<std::byte, free_buffer, k
 using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
 using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
 using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
-//! [raii]
 
 }  // namespace tutorial

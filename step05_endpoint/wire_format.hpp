@@ -3,8 +3,6 @@
 
 #include "gid.hpp"
 
-#include <infiniband/verbs.h>
-
 #include <algorithm>
 #include <array>
 #include <charconv>

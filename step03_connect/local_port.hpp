@@ -4,7 +4,6 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "gid.hpp"
-#include "tcp.hpp"
 
 #include <infiniband/verbs.h>
 
@@ -18,7 +17,6 @@
 
 namespace tutorial {
 
-//! [local_port]
 // What the peer needs to reach us, besides the QPN: the port's LID, link layer and MTU, and the
 // GID index, chosen as in step 01 or given with -g.
 struct LocalPort {
@@ -58,6 +56,5 @@ struct LocalPort {
     }
     return local;
 }
-//! [local_port]
 
 }  // namespace tutorial

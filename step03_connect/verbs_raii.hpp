@@ -14,9 +14,6 @@
 namespace tutorial {
 
 //! [raii]
-// When set, every successful destroy prints "teardown: <verb>", so the order can be seen.
-inline bool trace_teardown = false;
-
 // One owner shape for every verbs object: a move-only std::unique_ptr whose
 // deleter calls the destroy verb and reports, never throws, a failure.
 template <typename T, auto Destroy, const char* Verb>
@@ -27,8 +24,6 @@ struct VerbsDeleter {
             const int err = rc > 0 ? rc : errno;  // ibv_close_device returns -1 and sets errno
             std::fprintf(stderr, "destroy failed: %s: %s (errno %d)\n", Verb, std::strerror(err),
                          err);
-        } else if (trace_teardown) {
-            std::printf("teardown: %s\n", Verb);
         }
     }
 };

@@ -27,7 +27,6 @@
 
 namespace tutorial {
 
-//! [limits]
 // Values the options allow but this device does not: exit code 2, naming the device limit.
 inline void check_limits(const Options& options, const ibv_device_attr& attr) {
     if (options.size > attr.max_mr_size) {
@@ -55,9 +54,7 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr) {
                 " CQ entries is over the device limit max_cqe = " + std::to_string(attr.max_cqe));
     }
 }
-//! [limits]
 
-//! [memlock]
 // "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
 [[nodiscard]] inline std::string memlock_limit_text() {
     rlimit limit{};
@@ -84,9 +81,7 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr) {
     }
     throw TutorialError(kExitRdma, message);
 }
-//! [memlock]
 
-//! [resources]
 // Declared parent-first: C++ destroys members in reverse, so teardown runs
 // QP -> CQ -> MR -> buffer -> PD -> context -> device list, each child before its parent.
 struct Resources {
@@ -98,7 +93,6 @@ struct Resources {
     CompletionQueue cq;
     QueuePair qp;
 };
-//! [resources]
 
 struct QueuePairCaps {
     ibv_qp_cap requested{};
@@ -106,7 +100,6 @@ struct QueuePairCaps {
     ibv_qp_state state = IBV_QPS_RESET;
 };
 
-//! [open]
 // What open_and_check found: the device's name and attributes, and the port's.
 struct OpenedDevice {
     std::string name;
@@ -137,9 +130,7 @@ struct OpenedDevice {
     }
     return opened;
 }
-//! [open]
 
-//! [build]
 [[nodiscard]] inline std::size_t page_size() {
     const long size = sysconf(_SC_PAGESIZE);
     return size > 0 ? static_cast<std::size_t>(size) : 4096;
@@ -218,9 +209,7 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
     query_queue_pair(resources.qp.get(), caps);
     return caps;
 }
-//! [build]
 
-//! [report]
 // run()'s report of the device: the port, a warning when it is not active, and the GID choice.
 inline void print_opened_device(ibv_context* context, const OpenedDevice& opened, int ib_port) {
     std::printf("device:  %s port %d, %s, %s\n", opened.name.c_str(), ib_port,
@@ -248,9 +237,7 @@ inline void print_resources(const Resources& resources, const Options& options) 
                 options.rx_depth + options.tx_depth);
     print_transition(*resources.qp, IBV_QPS_RESET, IBV_QPS_INIT);
 }
-//! [report]
 
-//! [print_qp]
 inline void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {
     std::printf("QP:      qp_num %u (0x%06x), type RC, state %s\n", qp.qp_num, qp.qp_num,
                 qp_state_text(caps.state));
@@ -264,6 +251,5 @@ inline void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {
     row("max_recv_sge", caps.requested.max_recv_sge, caps.granted.max_recv_sge);
     row("max_inline_data", caps.requested.max_inline_data, caps.granted.max_inline_data);
 }
-//! [print_qp]
 
 }  // namespace tutorial

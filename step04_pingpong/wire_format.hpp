@@ -3,8 +3,6 @@
 
 #include "gid.hpp"
 
-#include <infiniband/verbs.h>
-
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -18,7 +16,6 @@
 
 namespace tutorial {
 
-//! [wire_format]
 // ibv_rc_pingpong's handshake message: "%04x:%06x:%06x:%s" (LID, QPN, PSN, GID as 32 hex digits)
 // and the terminating NUL, 52 bytes. The client sends first; the server answers; the client ends
 // with the 5 bytes "done" plus NUL.
@@ -28,7 +25,6 @@ static_assert(kWireMessageSize == 52);
 inline constexpr char kDoneMessage[] = "done";  // sent with its NUL: 5 bytes
 using WireMessage = std::array<char, kWireMessageSize>;
 
-// What one side tells the other about its QP.
 struct QpEndpointInfo {
     std::uint16_t lid = 0;
     std::uint32_t qpn = 0;  // 24 bits
@@ -169,6 +165,5 @@ struct QpEndpointInfo {
     }
     return info;
 }
-//! [wire_format]
 
 }  // namespace tutorial

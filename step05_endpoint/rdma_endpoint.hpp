@@ -4,7 +4,6 @@
 
 #include "errors.hpp"
 #include "gid.hpp"
-#include "local_port.hpp"
 #include "resources.hpp"
 #include "verbs_raii.hpp"
 #include "wire_format.hpp"

@@ -20,7 +20,6 @@
 
 namespace tutorial {
 
-//! [memlock]
 // "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
 [[nodiscard]] inline std::string memlock_limit_text() {
     rlimit limit{};
@@ -47,24 +46,12 @@ namespace tutorial {
     }
     throw TutorialError(kExitRdma, message);
 }
-//! [memlock]
 
-struct QueuePairCaps {
-    ibv_qp_cap requested{};
-    ibv_qp_cap granted{};
-    ibv_qp_state state = IBV_QPS_RESET;
-};
-
-//! [open]
-// What open_and_check found: the device's name and attributes, and the port's.
 struct OpenedDevice {
     std::string name;
     ibv_device_attr attr{};
-    ibv_port_attr port_attr{};
 };
 
-// Opens the chosen device (the first when the name is empty), checks that the port exists,
-// and queries both.
 [[nodiscard]] inline OpenedDevice open_and_check(DeviceList& device_list, Context& context,
                                                  const std::string& device_name, int ib_port) {
     int count = 0;
@@ -73,30 +60,21 @@ struct OpenedDevice {
     ibv_device* device = select_device(devices, device_name);
     OpenedDevice opened;
     opened.name = ibv_get_device_name(device);
-    context = open_device(device);
+    context.reset(ibv_open_device(device));
+    if (!context) {
+        throw std::system_error(errno, std::generic_category(), "ibv_open_device");
+    }
     if (const int rc = ibv_query_device(context.get(), &opened.attr); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_device");
     }
     check_port(opened.name, ib_port, opened.attr.phys_port_cnt);
-    // ibv_query_port returns the error number itself: use it, not errno.
-    if (const int rc =
-            ibv_query_port(context.get(), static_cast<std::uint8_t>(ib_port), &opened.port_attr);
-        rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
-    }
     return opened;
-}
-//! [open]
-
-//! [build]
-[[nodiscard]] inline std::size_t page_size() {
-    const long size = sysconf(_SC_PAGESIZE);
-    return size > 0 ? static_cast<std::size_t>(size) : 4096;
 }
 
 // A zeroed, page-aligned buffer of size bytes, rounded up to whole pages.
 [[nodiscard]] inline Buffer allocate_buffer(std::size_t size) {
-    const std::size_t page = page_size();
+    const long page_size = sysconf(_SC_PAGESIZE);
+    const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
     const std::size_t allocated = (size + page - 1) / page * page;
     Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
     if (!buffer) {
@@ -106,9 +84,9 @@ struct OpenedDevice {
     return buffer;
 }
 
-// An RC QP whose send and receive queues share one CQ, in RESET; caps.requested is what it asks.
+// An RC QP whose send and receive queues share one CQ, in RESET.
 [[nodiscard]] inline QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t tx_depth,
-                                            std::uint32_t rx_depth, QueuePairCaps& caps) {
+                                            std::uint32_t rx_depth) {
     ibv_qp_init_attr init_attr{};
     init_attr.send_cq = cq;
     init_attr.recv_cq = cq;
@@ -118,7 +96,6 @@ struct OpenedDevice {
     init_attr.cap.max_send_sge = 1;
     init_attr.cap.max_recv_sge = 1;
     init_attr.cap.max_inline_data = 64;
-    caps.requested = init_attr.cap;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
     if (!qp) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
@@ -126,18 +103,14 @@ struct OpenedDevice {
     return qp;
 }
 
-// What the device granted (it may give more than was asked), and the QP's state.
-inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
+// What the device granted: it may give more than was asked.
+[[nodiscard]] inline ibv_qp_cap query_queue_pair(ibv_qp* qp) {
     ibv_qp_attr queried{};
     ibv_qp_init_attr queried_init{};
-    if (const int rc = ibv_query_qp(qp, &queried, IBV_QP_STATE | IBV_QP_CAP, &queried_init);
-        rc != 0) {
+    if (const int rc = ibv_query_qp(qp, &queried, IBV_QP_CAP, &queried_init); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
     }
-    caps.granted = queried.cap;
-    caps.state = queried.qp_state;
+    return queried.cap;
 }
-
-//! [build]
 
 }  // namespace tutorial

@@ -1,4 +1,4 @@
-// Finding and opening a device, checking a port, reading its GID table.
+// Finding and opening a device, checking a port, reading its GID table, choosing the local GID.
 #pragma once
 
 #include "errors.hpp"
@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -21,7 +22,6 @@
 
 namespace tutorial {
 
-//! [open_device]
 // Names under /sys/class/infiniband: the kernel's view, which needs no userspace provider.
 [[nodiscard]] inline std::vector<std::string> kernel_device_names() {
     std::vector<std::string> names;
@@ -88,28 +88,15 @@ namespace tutorial {
                         "no RDMA device named '" + name + "' (found: " + join(found) + ")");
 }
 
-[[nodiscard]] inline Context open_device(ibv_device* device) {
-    Context context(ibv_open_device(device));
-    if (!context) {
-        throw std::system_error(errno, std::generic_category(), "ibv_open_device");
-    }
-    return context;
-}
-
-[[nodiscard]] inline std::string ports_text(int port_count) {
-    return port_count == 1 ? "1" : "1 to " + std::to_string(port_count);
-}
-
 // A port number the device does not have is exit code 5, like an unknown device.
 inline void check_port(const std::string& device, int port, int port_count) {
     if (port < 1 || port > port_count) {
+        const std::string ports = port_count == 1 ? "1" : "1 to " + std::to_string(port_count);
         throw TutorialError(kExitNoSuchDevice, device + " has no port " + std::to_string(port) +
-                                                   " (ports: " + ports_text(port_count) + ")");
+                                                   " (ports: " + ports + ")");
     }
 }
-//! [open_device]
 
-//! [gid_table]
 // Every valid GID of one port. ibv_query_gid_table (rdma-core 32+) returns the valid entries of
 // every port with their types, so we ask for all of them and keep this port's.
 [[nodiscard]] inline std::vector<GidEntry> query_gid_table(ibv_context* context, int port,
@@ -136,6 +123,42 @@ inline void check_port(const std::string& device, int port, int port_count) {
               [](const GidEntry& a, const GidEntry& b) { return a.index < b.index; });
     return table;
 }
-//! [gid_table]
+
+// What the peer needs to reach us, besides the QPN: the port's LID, link layer and MTU, and the
+// GID index, chosen as in step 01 or given with -g.
+struct LocalPort {
+    ibv_port_attr attr{};
+    int gid_index = 0;
+    GidBytes gid{};
+};
+
+[[nodiscard]] inline LocalPort query_local_port(ibv_context* context, int ib_port, int gid_index,
+                                                int port_count) {
+    LocalPort local;
+    // ibv_query_port returns the error number itself: use it, not errno.
+    if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(ib_port), &local.attr);
+        rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
+    }
+    const std::vector<GidEntry> table = query_gid_table(
+        context, ib_port, static_cast<std::size_t>(local.attr.gid_tbl_len) * port_count);
+    const std::optional<std::uint32_t> index =
+        gid_index >= 0 ? std::optional<std::uint32_t>(gid_index) : choose_gid(table);
+    const auto entry = std::find_if(table.begin(), table.end(),
+                                    [&](const GidEntry& e) { return index && e.index == *index; });
+    if (entry != table.end()) {
+        local.gid_index = static_cast<int>(entry->index);
+        local.gid = entry->gid;
+    } else if (gid_index >= 0) {
+        throw TutorialError(kExitNoSuchDevice,
+                            "port " + std::to_string(ib_port) + " has no valid GID at index " +
+                                std::to_string(gid_index),
+                            "step01_devices lists the GID table");
+    } else if (local.attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        throw TutorialError(kExitNoSuchDevice, "port " + std::to_string(ib_port) +
+                                                   " has no valid GID, and RoCE needs one");
+    }
+    return local;
+}
 
 }  // namespace tutorial

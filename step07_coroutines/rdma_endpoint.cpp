@@ -3,12 +3,9 @@
 #include "rdma_endpoint.hpp"
 
 #include "device.hpp"
-#include "enum_text.hpp"
 #include "gid.hpp"
-#include "qp_masks.hpp"
 #include "qp_transitions.hpp"
 #include "resources.hpp"
-#include "wc_status.hpp"
 
 #include <fcntl.h>
 
@@ -144,15 +141,13 @@ void RDMAEndpoint::create_queues() {
     if (!cq_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
     }
-    QueuePairCaps caps;
-    qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth, caps);
+    qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth);
     // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
     ibv_qp_attr attr = init_attributes(device_->port());
     attr.qp_access_flags = config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                              IBV_ACCESS_REMOTE_ATOMIC);
     modify_qp(qp_.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
-    query_queue_pair(qp_.get(), caps);
-    max_inline_data_ = caps.granted.max_inline_data;
+    max_inline_data_ = query_queue_pair(qp_.get()).max_inline_data;
 }
 //! [build]
 

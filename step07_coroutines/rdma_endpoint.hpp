@@ -5,7 +5,6 @@
 #include "cq_events.hpp"
 #include "errors.hpp"
 #include "gid.hpp"
-#include "local_port.hpp"
 #include "resources.hpp"
 #include "verbs_raii.hpp"
 #include "wire_format.hpp"

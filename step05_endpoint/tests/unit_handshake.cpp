@@ -201,8 +201,7 @@ tutorial::GidEntry entry(std::uint32_t index, ibv_gid_type type,
 }
 
 std::optional<std::uint32_t> chosen(const std::vector<tutorial::GidEntry>& table) {
-    const auto choice = tutorial::choose_gid(table);
-    return choice ? std::optional<std::uint32_t>(choice->index) : std::nullopt;
+    return tutorial::choose_gid(table);
 }
 
 TEST(GidChoice, PrefersRoceV2Ipv4MappedAsInTheLab) {

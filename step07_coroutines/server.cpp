@@ -357,7 +357,6 @@ void Server::stop(ClientSession& s, Outcome why) {
     s.endpoint->cancel(kFlushTimeout);
 }
 
-/// The device's async events, for as long as the server runs.
 Task<void> Server::watch_async_events() {
     for (;;) {
         co_await reactor_.readable(*async_watch_);

@@ -101,7 +101,6 @@ struct TcpPeer {
     std::string name;
 };
 
-/// tcp.hpp's listener, non-blocking, with room for a burst of clients.
 Socket listen_for_clients(const Options& o);
 /// The next client waiting on \p listener (with TCP_NODELAY), or none yet.
 /// \throws std::system_error ("accept4")

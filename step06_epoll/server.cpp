@@ -181,7 +181,6 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
 }
 //! [start_rdma]
 
-/// The server's half of the handshake, in the client's format.
 void Server::answer(ClientSession& s) {
     const PeerInfo local = with_run(s.endpoint->local_info(), handshake_settings(o_));
     const std::chrono::seconds timeout(o_.timeout_seconds);

@@ -176,7 +176,6 @@ Task<PeerInfo> Server::take_handshake(ClientSession& s) {
     co_return parse_handshake(s);
 }
 
-/// The whole handshake message, taken from the inbox and parsed in the client's format.
 PeerInfo Server::parse_handshake(ClientSession& s) {
     const auto end = s.inbox.begin() + static_cast<std::ptrdiff_t>(handshake_size(s.format));
     const std::vector<char> message(s.inbox.begin(), end);
@@ -446,7 +445,6 @@ void Server::finish(ClientSession& s, const Outcome& outcome) {
         totals_.acked += ev.acked();
         totals_.empty_drains += ev.empty_drains();
         totals_.safety_net_finds += ev.safety_net_finds();
-        totals_.completions += ev.completions();
         totals_.messages += s.received;
     }
     std::printf("%s\n", line.c_str());

@@ -45,7 +45,6 @@ namespace tutorial {
 struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
     std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
-    std::uint64_t completions = 0;
 };
 
 /// How a client's session ended: the words after "server: client N (PEER): ", and the total

@@ -2,13 +2,11 @@
 # The server with three clients (event mode, step07's only one), all concurrently, every
 # message checked; then ibv_rc_pingpong clients (busy and -e) against the same server code,
 # which speaks rc_pingpong's handshake.
-# (step06's tests/pingpong.sh, ported: the program's name in each expected line is BIN's file
-# name, step07_coroutines when CTest runs it.)
+# (step06's tests/pingpong.sh, ported.)
 # shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
 bin=$1
-prog=${bin##*/}
 port=$((20000 + RANDOM % 20000))
 dev=(-d "$RDMA_DEVICE")
 n=100

@@ -2,13 +2,13 @@
 // RDMAEndpoint to its peer: free functions beside the class.
 #include "handshake.hpp"
 
-#include "connect.hpp"
 #include "tcp.hpp"
 #include "wire_format.hpp"
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -169,8 +169,29 @@ PeerInfo with_run(PeerInfo info, const HandshakeSettings& settings) {
 //! [handshake]
 namespace {
 
-// --rc-pingpong-compat: step04's handshake (connect.hpp), with the endpoint's connect(). The MTU
-// is not on that wire: both sides must be given the same -m.
+// --rc-pingpong-compat: step04's 52-byte message (wire_format.hpp), parsed strictly; anything
+// else is a peer error that shows what arrived.
+QpEndpointInfo receive_endpoint_info(const Socket& peer, const std::string& peer_name,
+                                     std::chrono::seconds timeout) {
+    WireMessage message{};
+    const std::size_t got = receive_all(peer, message, timeout, "the peer's QP address");
+    const std::span<const char> bytes(message.data(), got);
+    if (got == 0) {
+        protocol_error(peer_name + " closed the connection before sending its QP address",
+                       "the peer failed before the handshake: look at its own error message");
+    }
+    std::string error;
+    const std::optional<QpEndpointInfo> info = parse_wire_message(bytes, error);
+    if (!info) {
+        protocol_error("bad handshake from " + peer_name + ": " + error + "; received " +
+                           std::to_string(got) + " bytes: " + printable_bytes(bytes),
+                       "the peer must speak ibv_rc_pingpong's format LID:QPN:PSN:GID (52 bytes)");
+    }
+    return *info;
+}
+
+// The endpoint's connect() on that message. The MTU is not on that wire: both sides must be given
+// the same -m.
 void connect_rc_pingpong(RDMAEndpoint& endpoint, const QpEndpointInfo& remote) {
     PeerInfo peer;
     static_cast<QpEndpointInfo&>(peer) = remote;
@@ -196,57 +217,62 @@ void send_handshake(const Socket& peer, const PeerInfo& mine, std::chrono::secon
              "the handshake");
 }
 
+// Client side: send ours, read theirs, connect our QP, then "done". Our QP is in RTR before
+// "done", so the server may send as soon as it reads it.
 void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
                          const std::string& server_name, const HandshakeSettings& settings) {
     if (settings.format == HandshakeFormat::rc_pingpong) {
-        (void)client_handshake(
-            server, server_name, endpoint.local_info(), settings.timeout,
-            [&endpoint](const QpEndpointInfo& remote) { connect_rc_pingpong(endpoint, remote); });
-        return;
+        // One send() for the whole message: ibv_rc_pingpong's server takes it in a single read().
+        send_all(server, format_wire_message(endpoint.local_info()), settings.timeout,
+                 "our QP address");
+        connect_rc_pingpong(endpoint, receive_endpoint_info(server, server_name, settings.timeout));
+    } else {
+        const PeerInfo mine = with_run(endpoint.local_info(), settings);
+        send_handshake(server, mine, settings.timeout);
+        const PeerInfo remote = decode_handshake_v3(receive_handshake(server, settings.timeout));
+        // The server has found the same mismatch, answered, and closed: both sides say it.
+        if (std::string mismatch = describe_run_mismatch(mine, remote, false); !mismatch.empty())
+            throw TutorialError(kExitPeer, mismatch);
+        endpoint.connect(remote);
     }
-    const PeerInfo mine = with_run(endpoint.local_info(), settings);
-    send_handshake(server, mine, settings.timeout);
-    const PeerInfo remote = decode_handshake_v3(receive_handshake(server, settings.timeout));
-    // The server has found the same mismatch, answered, and closed: both sides say it.
-    if (std::string mismatch = describe_run_mismatch(mine, remote, false); !mismatch.empty())
-        throw TutorialError(kExitPeer, mismatch);
-    endpoint.connect(remote);
     send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), settings.timeout, "\"done\"");
 }
 
+// Server side: read theirs, connect our QP, answer with ours, wait for "done". The server
+// connects before it answers: the client may send right after it has our address.
 void handshake_as_server(RDMAEndpoint& endpoint, const Socket& client,
                          const std::string& client_name, const HandshakeSettings& settings) {
     if (settings.format == HandshakeFormat::rc_pingpong) {
-        (void)server_handshake(
-            client, client_name, endpoint.local_info(), settings.timeout,
-            [&endpoint](const QpEndpointInfo& remote) { connect_rc_pingpong(endpoint, remote); });
-        return;
-    }
-    const HandshakeV3Message theirs = receive_handshake(client, settings.timeout);
-    const PeerInfo mine = with_run(endpoint.local_info(), settings);
-    // Before failing, answer anyway (the peer then names the problem too); a failed write
-    // must not hide the problem, so it is ignored there.
-    const auto answer_anyway = [&]() noexcept {
+        connect_rc_pingpong(endpoint, receive_endpoint_info(client, client_name, settings.timeout));
+        send_all(client, format_wire_message(endpoint.local_info()), settings.timeout,
+                 "our QP address");
+    } else {
+        const HandshakeV3Message theirs = receive_handshake(client, settings.timeout);
+        const PeerInfo mine = with_run(endpoint.local_info(), settings);
+        // Before failing, answer anyway (the peer then names the problem too); a failed write
+        // must not hide the problem, so it is ignored there.
+        const auto answer_anyway = [&]() noexcept {
+            try {
+                send_handshake(client, mine, settings.timeout);
+            } catch (const std::exception&) {
+            }
+        };
+        PeerInfo remote;
         try {
-            send_handshake(client, mine, settings.timeout);
-        } catch (const std::exception&) {
+            remote = decode_handshake_v3(theirs);
+        } catch (const TutorialError&) {
+            // Another version: answer first, so that the client can name both versions too.
+            if (get_be(&theirs[4], 2) != kHandshakeVersion)
+                answer_anyway();
+            throw;
         }
-    };
-    PeerInfo remote;
-    try {
-        remote = decode_handshake_v3(theirs);
-    } catch (const TutorialError&) {
-        // Another version: answer first, so that the client can name both versions too.
-        if (get_be(&theirs[4], 2) != kHandshakeVersion)
-            answer_anyway();
-        throw;
+        if (std::string mismatch = describe_run_mismatch(mine, remote, true); !mismatch.empty()) {
+            answer_anyway();  // the client compares too, and says the same
+            throw TutorialError(kExitPeer, mismatch);
+        }
+        endpoint.connect(remote);
+        send_handshake(client, mine, settings.timeout);
     }
-    if (std::string mismatch = describe_run_mismatch(mine, remote, true); !mismatch.empty()) {
-        answer_anyway();  // the client compares too, and says the same
-        throw TutorialError(kExitPeer, mismatch);
-    }
-    endpoint.connect(remote);
-    send_handshake(client, mine, settings.timeout);
     std::array<char, sizeof kDoneMessage> done{};
     receive_exactly(client, done, settings.timeout, "the peer's \"done\"");
     if (std::string_view(done.data(), done.size()) !=

@@ -1,7 +1,6 @@
 // Step 05: step04's ping-pong on RDMAEndpoint, a reusable class, plus one-sided WRITE and READ.
 #include "errors.hpp"
 #include "handshake.hpp"
-#include "latency_file.hpp"
 #include "one_sided.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
@@ -25,12 +24,11 @@ namespace tutorial {
 DeviceConfig device_config(const Options& options);
 EndpointConfig endpoint_config(const Options& options);
 HandshakeSettings handshake_settings(const Options& options);
-void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* latency_file);
+void run_pingpong(RDMAEndpoint& endpoint, const Options& options);
 
 //! [run]
 // The whole program: an endpoint, its receives, the peer, then one of the three modes.
 void run(const Options& options) {
-    const OutputFile latency_file = open_latency_file(options.latency_file);
     install_stop_handlers();
     const Device device(device_config(options));
     RDMAEndpoint endpoint(device, endpoint_config(options));
@@ -71,7 +69,7 @@ void run(const Options& options) {
     }
     switch (options.op) {
         case Operation::pingpong:
-            run_pingpong(endpoint, options, latency_file.get());
+            run_pingpong(endpoint, options);
             break;
         case Operation::write:
             run_write(endpoint, options);
@@ -120,11 +118,10 @@ HandshakeSettings handshake_settings(const Options& options) {
 
 //! [pingpong]
 // step04's run(), from the plan on: the loop, then rc_pingpong's summary and the latency table.
-void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* latency_file) {
+void run_pingpong(RDMAEndpoint& endpoint, const Options& options) {
     PingPongPlan plan;
     plan.size = options.size;
     plan.iters = options.iters;
-    plan.warmup = options.warmup;
     plan.rx_depth = options.rx_depth;
     plan.tx_depth = options.tx_depth;
     plan.check = options.check;
@@ -137,10 +134,6 @@ void run_pingpong(RDMAEndpoint& endpoint, const Options& options, std::FILE* lat
     std::printf(
         "%s", latency_table(options.size, options.iters, compute_latency_stats(result.round_trips))
                   .c_str());
-    if (latency_file != nullptr) {
-        write_latency_file(latency_file, options.latency_file,
-                           latency_file_text(kLatencyLabel, options.size, result.round_trips));
-    }
 }
 //! [pingpong]
 

@@ -15,7 +15,6 @@
 namespace tutorial {
 
 constexpr const char* kProgram = "step05_endpoint";
-constexpr const char* kLatencyLabel = "step05 busy poll";  // --latency-file's "# label: "
 
 //! [parse_options]
 // A buffer larger than this is a typo, not a tutorial exercise.
@@ -38,9 +37,7 @@ struct Options {
     int timeout_seconds = 10;
     std::string host;  // empty: we are the server
     long long iters = 1000;
-    long long warmup = 0;
     bool check = false;
-    std::string latency_file;  // empty: none
     bool help = false;
     Operation op = Operation::pingpong;
     bool rc_pingpong_compat = false;
@@ -48,65 +45,34 @@ struct Options {
 };
 
 [[nodiscard]] inline std::string usage_text() {
-    return "usage: step05_endpoint [options]          start a server and wait "
-           "for a client\n"
-           "       step05_endpoint [options] HOST     connect to the server on "
-           "HOST\n"
-           "\n"
-           "options:\n"
-           "  -d, --ib-dev=DEV        use RDMA device DEV (default: the first "
-           "one)\n"
-           "  -i, --ib-port=PORT      use port PORT of the device (default 1)\n"
-           "  -g, --gid-idx=INDEX     use GID INDEX (default: chosen "
-           "automatically)\n"
-           "  -s, --size=BYTES        message size (default 4096)\n"
-           "  -n, --iters=N           number of iterations (default 1000)\n"
-           "  -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 "
-           "(default 1024)\n"
-           "  -r, --rx-depth=N        receives to keep posted (default 500)\n"
-           "  -t, --tx-depth=N        send queue depth (default 16)\n"
-           "  -p, --port=PORT         TCP port of the handshake (default 18515)\n"
-           "      --bind=ADDR         server: listen on ADDR only (default: "
-           "any)\n"
-           "      --timeout=SECONDS   limit for connecting, the handshake and "
-           "every wait (default "
-           "10)\n"
-           "      --check             ping-pong: fill each message with a "
-           "pattern and verify it;\n"
-           "                          both sides need --check (ibv_rc_pingpong "
-           "has none)\n"
-           "      --op=OP             pingpong (default), write (one-sided RDMA "
-           "WRITE) or read\n"
-           "      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake "
-           "(ping-pong only)\n"
-           "  -v, --verbose           say more\n"
-           "  -h, --help              print this help and exit\n"
-           "\n"
-           "for the benchmarks under bench/:\n"
-           "      --warmup=N          N more iterations first, left out of the "
-           "figures (default "
-           "0)\n"
-           "      --latency-file=PATH ping-pong: write each measured one-way "
-           "latency in usec to\n"
-           "                          PATH, one per line after a few '# ' header "
-           "lines (for\n"
-           "                          plotting)\n"
-           "\n"
-           "exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no "
-           "provider,\n"
-           "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 "
-           "interrupted\n";
+    return R"(usage: step05_endpoint [options]          start a server and wait for a client
+       step05_endpoint [options] HOST     connect to the server on HOST
+
+options:
+  -d, --ib-dev=DEV        use RDMA device DEV (default: the first one)
+  -i, --ib-port=PORT      use port PORT of the device (default 1)
+  -g, --gid-idx=INDEX     use GID INDEX (default: chosen automatically)
+  -s, --size=BYTES        message size (default 4096)
+  -n, --iters=N           number of iterations (default 1000)
+  -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
+  -r, --rx-depth=N        receives to keep posted (default 500)
+  -t, --tx-depth=N        send queue depth (default 16)
+  -p, --port=PORT         TCP port of the handshake (default 18515)
+      --bind=ADDR         server: listen on ADDR only (default: any)
+      --timeout=SECONDS   limit for connecting, the handshake and every wait (default 10)
+      --check             ping-pong: fill each message with a pattern and verify it;
+                          both sides need --check (ibv_rc_pingpong has none)
+      --op=OP             pingpong (default), write (one-sided RDMA WRITE) or read
+      --rc-pingpong-compat  speak ibv_rc_pingpong's handshake (ping-pong only)
+  -v, --verbose           say more
+  -h, --help              print this help and exit
+
+exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no provider,
+5 no such device or port, 6 peer or protocol error, 7 timeout, 130 interrupted
+)";
 }
 
-enum LongOnlyOption {
-    kOptBind = 256,
-    kOptTimeout,
-    kOptWarmup,
-    kOptCheck,
-    kOptLatency,
-    kOptOp,
-    kOptCompat
-};
+enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptCheck, kOptOp, kOptCompat };
 
 [[nodiscard]] inline Operation parse_operation(std::string_view text) {
     for (const auto& [name, op] :
@@ -131,9 +97,6 @@ inline void check_option_combinations(const Options& options) {
     }
     if (options.check && options.op != Operation::pingpong) {
         throw UsageError("--check is for --op pingpong (write and read always verify the data)");
-    }
-    if (!options.latency_file.empty() && options.op != Operation::pingpong) {
-        throw UsageError("--latency-file is for --op pingpong");
     }
 }
 
@@ -178,17 +141,8 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case 'n':
             options.iters = parse_number(value, "--iters", 1, 100000000);
             break;
-        case kOptWarmup:
-            options.warmup = parse_number(value, "--warmup", 0, 100000000);
-            break;
         case kOptCheck:
             options.check = true;
-            break;
-        case kOptLatency:
-            if (value.empty()) {
-                throw UsageError("--latency-file needs a path");
-            }
-            options.latency_file = value;
             break;
         case kOptOp:
             options.op = parse_operation(value);
@@ -217,9 +171,7 @@ inline void apply_option(Options& options, int c, std::string_view value) {
                                           {"bind", required_argument, nullptr, kOptBind},
                                           {"timeout", required_argument, nullptr, kOptTimeout},
                                           {"iters", required_argument, nullptr, 'n'},
-                                          {"warmup", required_argument, nullptr, kOptWarmup},
                                           {"check", no_argument, nullptr, kOptCheck},
-                                          {"latency-file", required_argument, nullptr, kOptLatency},
                                           {"op", required_argument, nullptr, kOptOp},
                                           {"rc-pingpong-compat", no_argument, nullptr, kOptCompat},
                                           {"verbose", no_argument, nullptr, 'v'},

@@ -1,11 +1,8 @@
 // TCP for the handshake: sockets with deadlines, Ctrl-C, listen, accept, connect, send and receive.
 #pragma once
 
-#include "device.hpp"
 #include "errors.hpp"
-#include "verbs_raii.hpp"
 
-#include <infiniband/verbs.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,7 +13,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>

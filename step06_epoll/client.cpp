@@ -1,7 +1,5 @@
 // The client: one endpoint, one ping-pong, and three ways to wait for its completions (busy
 // polling, completion events, or a spin then events), measured.
-#include "client.hpp"
-
 #include <poll.h>
 
 #include <algorithm>
@@ -244,7 +242,6 @@ void print_figures(const Options& o, const ClientRun& run) {
                 latency_table(o.size, o.iters, compute_latency_stats(run.round_trips)).c_str());
 }
 
-/// The events the client's CQ raised, and the CPU time the run took.
 void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pingpong,
                           const ClientRun& run) {
     const char* mode_name = o.mode == WaitMode::busy    ? "busy"

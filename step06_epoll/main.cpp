@@ -13,13 +13,15 @@
 #include <system_error>
 #include <vector>
 
-#include "client.hpp"
 #include "cq_events.hpp"
 #include "options.hpp"
 #include "rdma_endpoint.hpp"
 #include "server.hpp"
 
 namespace tutorial {
+
+/// client.cpp: one client against the server on o.host; returns the exit code.
+int run_client(const Options& o);
 
 //! [run]
 /// The outline. Without a HOST, a server: one thread and one epoll set watch the listening

@@ -127,9 +127,8 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
 
-/// The options of every step's ping-pong: device, port, GID, sizes, depths, TCP port.
-/// False when `c` is not one of them.
-inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
+// One option that getopt_long returned, stored in o; a bad value is a UsageError.
+inline void apply_option(Options& o, int c, std::string_view arg) {
     switch (c) {
         case 'd':
             o.device_name = arg;
@@ -165,15 +164,6 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
         case 'p':
             o.tcp_port = static_cast<int>(parse_number(arg, "--port", 1, 65535));
             break;
-        default:
-            return false;
-    }
-    return true;
-}
-
-/// step06's other options: --bind, --timeout, --check, the server's and the client's.
-inline void apply_option(Options& o, int c, std::string_view arg, bool& events) {
-    switch (c) {
         case kOptBind:
             o.bind_address = arg;
             break;
@@ -194,7 +184,7 @@ inline void apply_option(Options& o, int c, std::string_view arg, bool& events) 
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
         case 'e':
-            events = true;
+            o.mode = WaitMode::event;
             break;
         case kOptSpinUs:
             o.spin_us = static_cast<std::uint32_t>(parse_number(arg, "--spin-us", 0, 10'000'000));
@@ -217,11 +207,13 @@ inline void apply_option(Options& o, int c, std::string_view arg, bool& events) 
     }
 }
 
-/// The options that only a server, or only a client, takes.
-inline void check_option_combinations(Options& o, bool events) {
-    o.mode = o.spin_us > 0 ? WaitMode::spin : (events ? WaitMode::event : WaitMode::busy);
-    if (o.host.empty() && (events || o.rate > 0 || !o.latency_file.empty())) {
+/// The options that only a server, or only a client, takes; --spin-us sets the spin mode.
+inline void check_option_combinations(Options& o) {
+    if (o.host.empty() && (o.mode == WaitMode::event || o.rate > 0 || !o.latency_file.empty())) {
         throw UsageError("-e, --rate and --latency-file are client options (give a HOST)");
+    }
+    if (o.spin_us > 0) {
+        o.mode = WaitMode::spin;
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
@@ -238,17 +230,13 @@ inline void check_option_combinations(Options& o, bool events) {
 
 inline Options parse_options(int argc, char** argv) {
     Options o;
-    bool events = false;
-    const auto operands = parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", kLongOptions,
-                                             1, [&](int c, std::string_view arg) {
-                                                 if (!apply_pingpong_option(o, c, arg)) {
-                                                     apply_option(o, c, arg, events);
-                                                 }
-                                             });
+    const auto operands =
+        parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:c:p:evh", kLongOptions, 1,
+                           [&](int c, std::string_view arg) { apply_option(o, c, arg); });
     if (!operands.empty()) {
         o.host = operands[0];
     }
-    check_option_combinations(o, events);
+    check_option_combinations(o);
     return o;
 }
 //! [options]

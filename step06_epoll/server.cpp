@@ -138,7 +138,7 @@ void Server::on_async_event() {
         std::printf("server: async event: %s\n", text.c_str());
         ibv_ack_async_event(&event);
         if (ended) {
-            finish(*ended, "failed: async event: " + text, &ServerTotals::failed);
+            fail(*ended, "async event: " + text);
         }
     }
 }
@@ -181,7 +181,6 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
 }
 //! [start_rdma]
 
-/// The server's half of the handshake, in the client's format.
 void Server::answer(ClientSession& s) {
     const PeerInfo local = with_run(s.endpoint->local_info(), handshake_settings(o_));
     const std::chrono::seconds timeout(o_.timeout_seconds);
@@ -210,15 +209,13 @@ void Server::on_socket(ClientSession& s) {
         s.format == HandshakeFormat::v3 ? kHandshakeV3Size : kWireMessageSize;
     if (n <= 0) {  // EOF or reset
         if (s.state == ClientSession::State::handshake) {
-            finish(s.id,
-                   "rejected: peer closed after " + std::to_string(s.inbox.size()) + " of " +
-                       std::to_string(wire_size) + " handshake bytes (" + printable_bytes(s.inbox) +
-                       ")",
-                   &ServerTotals::rejected);
+            reject(s.id, "peer closed after " + std::to_string(s.inbox.size()) + " of " +
+                             std::to_string(wire_size) + " handshake bytes (" +
+                             printable_bytes(s.inbox) + ")");
             return;
         }
         if (s.state == ClientSession::State::await_done) {
-            finish(s.id, "rejected: peer closed before sending \"done\"", &ServerTotals::rejected);
+            reject(s.id, "peer closed before sending \"done\"");
             return;
         }
         // ibv_rc_pingpong (and step05's class) close the TCP connection after the
@@ -237,9 +234,7 @@ void Server::on_socket(ClientSession& s) {
         take_done(s);
     }
     if (sessions_.count(id) != 0 && s.state == ClientSession::State::running && !s.inbox.empty()) {
-        finish(s.id,
-               "failed: unexpected bytes after the handshake (" + printable_bytes(s.inbox) + ")",
-               &ServerTotals::failed);
+        fail(s.id, "unexpected bytes after the handshake (" + printable_bytes(s.inbox) + ")");
     }
 }
 
@@ -257,36 +252,34 @@ void Server::take_handshake(ClientSession& s) {
         try {
             remote = decode_handshake_v3(std::as_bytes(std::span(message)));
         } catch (const TutorialError& e) {
-            finish(s.id, std::string("rejected: ") + e.what(), &ServerTotals::rejected);
+            reject(s.id, e.what());
             return;
         }
     } else {
         std::string error;
         const std::optional<QpEndpointInfo> info = parse_wire_message(message, error);
         if (!info) {
-            finish(s.id,
-                   "rejected: bad handshake: " + error + "; received " +
-                       std::to_string(message.size()) + " bytes: " + printable_bytes(message),
-                   &ServerTotals::rejected);
+            reject(s.id, "bad handshake: " + error + "; received " +
+                             std::to_string(message.size()) +
+                             " bytes: " + printable_bytes(message));
             return;
         }
         static_cast<QpEndpointInfo&>(remote) = *info;
     }
     try {
         if (std::string mismatch = start_rdma(s, remote); !mismatch.empty()) {
-            finish(s.id, "rejected: " + mismatch, &ServerTotals::rejected);
+            reject(s.id, mismatch);
             return;
         }
     } catch (const std::system_error& e) {
         if (e.code().value() == EMFILE || e.code().value() == ENFILE) {  // e.g. the channel's fd
-            finish(s.id, "rejected: " + fd_limit_text(sessions_.size() - 1) + " (" + e.what() + ")",
-                   &ServerTotals::rejected);
+            reject(s.id, fd_limit_text(sessions_.size() - 1) + " (" + e.what() + ")");
         } else {
-            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+            fail(s.id, e.what());
         }
         return;
     } catch (const std::exception& e) {
-        finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        fail(s.id, e.what());
         return;
     }
     ++totals_.connected;
@@ -301,10 +294,8 @@ void Server::take_done(ClientSession& s) {
         return;
     }
     if (!std::equal(done.begin(), done.end(), s.inbox.begin())) {
-        finish(s.id,
-               "rejected: expected \"done\" after the handshake, got " +
-                   printable_bytes(std::span<const char>(s.inbox).first(done.size())),
-               &ServerTotals::rejected);
+        reject(s.id, "expected \"done\" after the handshake, got " +
+                         printable_bytes(std::span<const char>(s.inbox).first(done.size())));
         return;
     }
     s.inbox.erase(s.inbox.begin(), s.inbox.begin() + static_cast<std::ptrdiff_t>(done.size()));
@@ -319,7 +310,7 @@ void Server::progress(ClientSession& s, std::span<const ibv_wc> completions) {
             s.last_progress = Clock::now();
         }
     } catch (const std::exception& e) {  // a failed completion, a payload check, a failed post
-        finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+        fail(s.id, e.what());
         return;
     }
     if (s.pingpong->complete()) {
@@ -348,7 +339,7 @@ std::uint64_t Server::spin_poll(std::size_t& connected) {
         try {
             n = s.endpoint->poll(batch);
         } catch (const std::exception& e) {  // ibv_poll_cq failed
-            finish(s.id, std::string("failed: ") + e.what(), &ServerTotals::failed);
+            fail(s.id, e.what());
             continue;
         }
         if (n > 0) {
@@ -419,6 +410,14 @@ int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
 }
 //! [server_spin]
 
+void Server::reject(std::uint64_t id, const std::string& why) {
+    finish(id, "rejected: " + why, &ServerTotals::rejected);
+}
+
+void Server::fail(std::uint64_t id, const std::string& why) {
+    finish(id, "failed: " + why, &ServerTotals::failed);
+}
+
 //! [finish]
 void Server::finish(std::uint64_t id, const std::string& outcome,
                     std::uint32_t ServerTotals::*counter) {
@@ -466,30 +465,25 @@ void Server::end_silent_sessions() {
             s.pingpong->received() == s.pingpong->sent()) {
             // ibv_rc_pingpong's handshake cannot carry -n: a client started with a smaller
             // -n took its last answer and ended, as if killed. Name the likelier cause.
-            finish(id,
-                   "failed: the client ended the session after " +
-                       std::to_string(s.pingpong->received()) +
-                       " messages; both sides must use the same -n (this server uses -n " +
-                       std::to_string(o_.iters) +
-                       "; ibv_rc_pingpong's handshake cannot carry -n to compare it)",
-                   &ServerTotals::failed);
+            fail(id, "the client ended the session after " +
+                         std::to_string(s.pingpong->received()) +
+                         " messages; both sides must use the same -n (this server uses -n " +
+                         std::to_string(o_.iters) +
+                         "; ibv_rc_pingpong's handshake cannot carry -n to compare it)");
             continue;
         }
         if (s.pingpong && now - s.last_progress > std::chrono::seconds(o_.timeout_seconds)) {
             // A client killed while we wait for its next message leaves no trace
             // but silence (with a reply in flight, IBV_WC_RETRY_EXC_ERR comes first).
-            finish(id,
-                   "failed: no message for " + std::to_string(o_.timeout_seconds) + " s after " +
-                       std::to_string(s.pingpong->received()) + " of " + std::to_string(o_.iters) +
-                       " (client killed or stalled); its resources are freed",
-                   &ServerTotals::failed);
+            fail(id, "no message for " + std::to_string(o_.timeout_seconds) + " s after " +
+                         std::to_string(s.pingpong->received()) + " of " +
+                         std::to_string(o_.iters) +
+                         " (client killed or stalled); its resources are freed");
             continue;
         }
         if (s.state == ClientSession::State::handshake && now > s.handshake_deadline) {
-            finish(id,
-                   "rejected: no handshake within " + std::to_string(o_.timeout_seconds) + " s (" +
-                       std::to_string(s.inbox.size()) + " bytes received)",
-                   &ServerTotals::rejected);
+            reject(id, "no handshake within " + std::to_string(o_.timeout_seconds) + " s (" +
+                           std::to_string(s.inbox.size()) + " bytes received)");
         }
     }
 }

@@ -63,7 +63,6 @@ struct ServerTotals {
     std::uint64_t completions = 0, spin_completions = 0;
 };
 
-/// tcp.hpp's listener, non-blocking, with room for a burst of clients.
 Socket listen_for_clients(const Options& o);
 
 class Server {
@@ -99,6 +98,8 @@ class Server {
     void end_silent_sessions();
     void shut_down();
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
+    void reject(std::uint64_t id, const std::string& why);  // finish() as "rejected: why"
+    void fail(std::uint64_t id, const std::string& why);    // finish() as "failed: why"
 
     const Options& o_;
     const Device device_;  // declared before the sessions, whose endpoints use it

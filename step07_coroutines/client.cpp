@@ -1,7 +1,5 @@
 // Step 07: the client: step06's handshake, then the ping-pong as one coroutine on the reactor,
 // straight-line code (co_await send, co_await recv), timed, paced and checked.
-#include "client.hpp"
-
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +11,6 @@
 #include "async_endpoint.hpp"
 #include "cpu_usage.hpp"
 #include "handshake.hpp"
-#include "latency_file.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
 #include "reactor.hpp"
@@ -172,7 +169,6 @@ void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const Clie
 }  // namespace
 
 int run_client(const Options& o) {
-    const OutputFile latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     Reactor reactor(std::chrono::milliseconds(o.safety_ms));
     const Device device(device_config(o));
     AsyncEndpoint ep(reactor, RDMAEndpoint(device, async_endpoint_config(o)), async_config(o));
@@ -194,11 +190,6 @@ int run_client(const Options& o) {
     run.cpu_after = cpu_usage();
 
     print_figures(o, run);
-    if (latency_file) {
-        write_latency_file(
-            latency_file.get(), o.latency_file,
-            latency_file_text(std::string(kLatencyLabel) + " event mode", o.size, run.round_trips));
-    }
     print_events_and_cpu(o, ep, run);
     return kExitOk;
 }

@@ -42,24 +42,16 @@ inline constexpr std::size_t kHandshakeV3Size = 64;
 using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
 //! [handshake-v3]
 
-/// \brief Encodes \p info as a handshake v3 message.
-/// \par Thread safety: a pure function.
 [[nodiscard]] HandshakeV3Message encode_handshake_v3(const PeerInfo& info) noexcept;
 
-/// \brief Decodes and strictly validates a handshake v3 message.
-/// \param bytes exactly kHandshakeV3Size bytes
 /// \throws TutorialError (kExitPeer) naming what is wrong: the length, the magic (with what was
 ///         received), the version (both), a reserved byte, or a field out of range
-/// \par Thread safety: a pure function.
 [[nodiscard]] PeerInfo decode_handshake_v3(std::span<const std::byte> bytes);
 
 /// \brief Compares the -s and -n both sides announced in handshake v3 (a 0 is not compared).
-/// \param mine this side's local_info()
-/// \param theirs the peer's
 /// \param server true on the side that accepted the connection
 /// \return empty when they agree; else one line naming the options and both values, e.g.
 ///         "the client uses -n 2000, this server -n 1000: both sides must use the same -n"
-/// \par Thread safety: a pure function.
 [[nodiscard]] std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs,
                                                 bool server);
 

@@ -9,7 +9,6 @@
 #include <system_error>
 
 #include "async_endpoint.hpp"
-#include "client.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "reactor.hpp"
@@ -17,6 +16,10 @@
 #include "task.hpp"
 
 namespace tutorial {
+
+/// client.cpp: one client against the server on o.host, on a one-thread reactor; returns the
+/// exit code.
+int run_client(const Options& o);
 
 //! [run]
 /// The outline. Without a HOST, a server: one thread, one reactor (one epoll set),

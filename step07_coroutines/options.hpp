@@ -15,7 +15,6 @@
 namespace tutorial {
 
 constexpr const char* kProgram = "step07_coroutines";
-constexpr const char* kLatencyLabel = "step07";  // --latency-file's "# label: ", then "event mode"
 
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;
@@ -45,8 +44,7 @@ struct Options {
     // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
     // client (it always waits on completion events)
-    std::uint32_t rate = 0;    // messages per second; 0: as fast as possible
-    std::string latency_file;  // empty: none
+    std::uint32_t rate = 0;  // messages per second; 0: as fast as possible
 };
 
 [[nodiscard]] inline std::string usage_text() {
@@ -74,9 +72,6 @@ struct Options {
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
-      --latency-file=PATH
-                         write every iteration's one-way latency (usec, round trip / 2) to
-                         PATH, one per line after '# ' comment lines (for plotting)
 )";
 }
 
@@ -88,8 +83,7 @@ enum LongOnlyOption : int {
     kOptExitAfter,
     kOptAckBatch,
     kOptSafetyMs,
-    kOptRate,
-    kOptLatency
+    kOptRate
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -109,14 +103,12 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"ack-batch", required_argument, nullptr, kOptAckBatch},
                                       {"safety-ms", required_argument, nullptr, kOptSafetyMs},
                                       {"rate", required_argument, nullptr, kOptRate},
-                                      {"latency-file", required_argument, nullptr, kOptLatency},
                                       {"verbose", no_argument, nullptr, 'v'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
 
-/// The options of every step's ping-pong: device, port, GID, sizes, depths, TCP port.
-/// False when `c` is not one of them.
-inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
+// One option that getopt_long returned, stored in o; a bad value is a UsageError.
+inline void apply_option(Options& o, int c, std::string_view arg) {
     switch (c) {
         case 'd':
             o.device_name = arg;
@@ -152,15 +144,6 @@ inline bool apply_pingpong_option(Options& o, int c, std::string_view arg) {
         case 'p':
             o.tcp_port = static_cast<int>(parse_number(arg, "--port", 1, 65535));
             break;
-        default:
-            return false;
-    }
-    return true;
-}
-
-/// step06's other options: --bind, --timeout, --check, the server's and the client's.
-inline void apply_option(Options& o, int c, std::string_view arg) {
-    switch (c) {
         case kOptBind:
             o.bind_address = arg;
             break;
@@ -180,12 +163,6 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case kOptSafetyMs:
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
-        case kOptLatency:
-            if (arg.empty()) {
-                throw UsageError("--latency-file needs a path");
-            }
-            o.latency_file = arg;
-            break;
         case kOptRate:
             o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
@@ -200,8 +177,8 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
 
 /// The options that only a server, or only a client, takes.
 inline void check_option_combinations(const Options& o) {
-    if (o.host.empty() && (o.rate > 0 || !o.latency_file.empty())) {
-        throw UsageError("--rate and --latency-file are client options (give a HOST)");
+    if (o.host.empty() && o.rate > 0) {
+        throw UsageError("--rate is a client option (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
@@ -218,12 +195,9 @@ inline void check_option_combinations(const Options& o) {
 
 inline Options parse_options(int argc, char** argv) {
     Options o;
-    const auto operands = parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:c:p:vh", kLongOptions, 1,
-                                             [&](int c, std::string_view arg) {
-                                                 if (!apply_pingpong_option(o, c, arg)) {
-                                                     apply_option(o, c, arg);
-                                                 }
-                                             });
+    const auto operands =
+        parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:c:p:vh", kLongOptions, 1,
+                           [&](int c, std::string_view arg) { apply_option(o, c, arg); });
     if (!operands.empty()) {
         o.host = operands[0];
     }

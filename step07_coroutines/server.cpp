@@ -176,7 +176,6 @@ Task<PeerInfo> Server::take_handshake(ClientSession& s) {
     co_return parse_handshake(s);
 }
 
-/// The whole handshake message, taken from the inbox and parsed in the client's format.
 PeerInfo Server::parse_handshake(ClientSession& s) {
     const auto end = s.inbox.begin() + static_cast<std::ptrdiff_t>(handshake_size(s.format));
     const std::vector<char> message(s.inbox.begin(), end);
@@ -357,7 +356,6 @@ void Server::stop(ClientSession& s, Outcome why) {
     s.endpoint->cancel(kFlushTimeout);
 }
 
-/// The device's async events, for as long as the server runs.
 Task<void> Server::watch_async_events() {
     for (;;) {
         co_await reactor_.readable(*async_watch_);
@@ -447,7 +445,6 @@ void Server::finish(ClientSession& s, const Outcome& outcome) {
         totals_.acked += ev.acked();
         totals_.empty_drains += ev.empty_drains();
         totals_.safety_net_finds += ev.safety_net_finds();
-        totals_.completions += ev.completions();
         totals_.messages += s.received;
     }
     std::printf("%s\n", line.c_str());

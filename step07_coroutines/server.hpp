@@ -45,7 +45,6 @@ namespace tutorial {
 struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
     std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
-    std::uint64_t completions = 0;
 };
 
 /// How a client's session ended: the words after "server: client N (PEER): ", and the total
@@ -101,7 +100,6 @@ struct TcpPeer {
     std::string name;
 };
 
-/// tcp.hpp's listener, non-blocking, with room for a burst of clients.
 Socket listen_for_clients(const Options& o);
 /// The next client waiting on \p listener (with TCP_NODELAY), or none yet.
 /// \throws std::system_error ("accept4")

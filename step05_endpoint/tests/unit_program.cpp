@@ -44,10 +44,9 @@ TEST(Options, DefaultsMatchRcPingpong) {
 }
 
 TEST(Options, ParsesEveryOption) {
-    const Options o =
-        parse({"-d",        "rxe0", "-i",       "2",  "-g",   "1",    "-s", "64",     "-n",
-               "10",        "-m",   "4096",     "-r", "16",   "-t",   "4",  "-p",     "20000",
-               "--timeout", "3",    "--warmup", "5",  "--op", "read", "-v", "server1"});
+    const Options o = parse({"-d", "rxe0",  "-i",        "2",    "-g",   "1",    "-s", "64",
+                             "-n", "10",    "-m",        "4096", "-r",   "16",   "-t", "4",
+                             "-p", "20000", "--timeout", "3",    "--op", "read", "-v", "server1"});
     EXPECT_EQ(o.device_name, "rxe0");
     EXPECT_EQ(o.ib_port, 2);
     EXPECT_EQ(o.gid_index, 1);
@@ -58,7 +57,6 @@ TEST(Options, ParsesEveryOption) {
     EXPECT_EQ(o.tx_depth, 4);
     EXPECT_EQ(o.tcp_port, 20000);
     EXPECT_EQ(o.timeout_seconds, 3);
-    EXPECT_EQ(o.warmup, 5);
     EXPECT_EQ(o.op, Operation::read);
     EXPECT_TRUE(o.verbose);
     EXPECT_EQ(o.host, "server1");
@@ -66,9 +64,6 @@ TEST(Options, ParsesEveryOption) {
     EXPECT_TRUE(parse({"--rc-pingpong-compat"}).rc_pingpong_compat);
     EXPECT_FALSE(parse({}).check);
     EXPECT_TRUE(parse({"--check", "host"}).check);
-    EXPECT_TRUE(parse({}).latency_file.empty());
-    EXPECT_EQ(parse({"--latency-file", "/tmp/lat.txt", "host"}).latency_file, "/tmp/lat.txt");
-    EXPECT_EQ(parse({"--latency-file=out.txt"}).latency_file, "out.txt");
     EXPECT_EQ(parse({"--op=write"}).op, Operation::write);
 }
 
@@ -101,10 +96,6 @@ TEST(Options, RejectsBadValuesStrictly) {
               "pingpong only");
     EXPECT_EQ(usage_error({"--check", "--op", "read"}),
               "--check is for --op pingpong (write and read always verify the data)");
-    EXPECT_EQ(usage_error({"--latency-file", "x", "--op", "write"}),
-              "--latency-file is for --op pingpong");
-    EXPECT_EQ(usage_error({"--latency-file="}), "--latency-file needs a path");
-    EXPECT_EQ(usage_error({"--latency-file"}), "option '--latency-file' needs a value");
 }
 
 TEST(Options, GrantsRemoteAccessOnlyWhereNeeded) {
@@ -151,51 +142,6 @@ TEST(Stats, KnownSamplesAsStep04AndPerftest) {
     EXPECT_EQ(tutorial::rc_pingpong_summary(4096, 1000, 2000000.0),
               "8192000 bytes in 2.00 seconds = 32.77 Mbit/sec\n"
               "1000 iters in 2.00 seconds = 2000.00 usec/iter\n");
-}
-
-TEST(LatencyFile, HeaderThenOneWaySamplesInOrder) {
-    const std::vector<double> round_trips{20.0, 18.5, 1234.5678, 0.001};
-    EXPECT_EQ(tutorial::latency_file_text(tutorial::kLatencyLabel, 2, round_trips),
-              "# label: step05 busy poll\n"
-              "# program: step05_endpoint\n"
-              "# size: 2\n"
-              "# iterations: 4\n"
-              "# unit: usec one-way (round trip / 2)\n"
-              "10.000\n"
-              "9.250\n"
-              "617.284\n"
-              "0.001\n");
-    EXPECT_EQ(tutorial::latency_file_text(tutorial::kLatencyLabel, 4096, {}),
-              "# label: step05 busy poll\n# program: step05_endpoint\n# size: 4096\n"
-              "# iterations: 0\n# unit: usec one-way (round trip / 2)\n");
-}
-
-TEST(LatencyFile, AnUnwritablePathIsAUsageError) {
-    EXPECT_EQ(tutorial::open_latency_file(""), nullptr);
-    try {
-        (void)tutorial::open_latency_file("/nonexistent-dir/lat.txt");
-        FAIL() << "opened";
-    } catch (const UsageError& e) {
-        EXPECT_STREQ(e.what(),
-                     "cannot open --latency-file '/nonexistent-dir/lat.txt': No such file or "
-                     "directory");
-    }
-    char path[] = "/tmp/step05_latency_XXXXXX";
-    const int fd = mkstemp(path);
-    ASSERT_GE(fd, 0);
-    ::close(fd);
-    {
-        const tutorial::OutputFile file = tutorial::open_latency_file(path);
-        ASSERT_NE(file, nullptr);
-        tutorial::write_latency_file(file.get(), path, "# x\n1.000\n");
-    }
-    std::FILE* in = std::fopen(path, "r");
-    ASSERT_NE(in, nullptr);
-    std::array<char, 64> back{};
-    const std::size_t got = std::fread(back.data(), 1, back.size(), in);
-    std::fclose(in);
-    std::remove(path);
-    EXPECT_EQ(std::string(back.data(), got), "# x\n1.000\n");
 }
 
 TEST(Pattern, VerifiesAndNamesTheFirstBadByte) {

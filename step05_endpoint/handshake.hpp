@@ -48,6 +48,8 @@ using HandshakeV3Message = std::array<std::byte, kHandshakeV3Size>;
 [[nodiscard]] PeerInfo decode_handshake_v3(std::span<const std::byte> bytes);
 
 /// \brief Compares the -s and -n both sides announced in handshake v3 (a 0 is not compared).
+/// \param mine this side's details
+/// \param theirs the peer's
 /// \param server true on the side that accepted the connection
 /// \return empty when they agree; else one line naming the options and both values, e.g.
 ///         "the client uses -n 2000, this server -n 1000: both sides must use the same -n"

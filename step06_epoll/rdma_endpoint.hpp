@@ -169,6 +169,9 @@ class RDMAEndpoint {
 
     /// \brief Posts a SEND of buffer()[offset, offset+length); inline when the length fits the
     /// QP's max_inline_data.
+    /// \param wr_id returned in the completion
+    /// \param offset where the message starts in buffer()
+    /// \param length bytes to send (0 is allowed)
     /// \param signaled false: no completion for this send (an unsignaled send's queue slot is
     ///        freed when a later signaled send completes; signal at least every tx_depth sends,
     ///        or the queue fills and ibv_post_send fails. Soft-RoCE frees the slots anyway.)

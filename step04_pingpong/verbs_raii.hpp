@@ -13,7 +13,6 @@
 
 namespace tutorial {
 
-//! [raii]
 // One owner shape for every verbs object: a move-only std::unique_ptr whose
 // deleter calls the destroy verb and reports, never throws, a failure.
 template <typename T, auto Destroy, const char* Verb>
@@ -51,6 +50,5 @@ using Buffer = std::unique_ptr<std::byte, VerbsDeleter<std::byte, free_buffer, k
 using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
 using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
 using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
-//! [raii]
 
 }  // namespace tutorial

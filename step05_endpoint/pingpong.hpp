@@ -31,8 +31,7 @@ inline constexpr std::uint64_t kSendWrId = UINT64_MAX - 2;
 // What the loop needs to know, fixed before it starts.
 struct PingPongPlan {
     std::size_t size = 0;
-    long long iters = 0;   // measured iterations
-    long long warmup = 0;  // iterations before them, left out of the figures
+    long long iters = 0;  // measured iterations
     int rx_depth = 0;
     int tx_depth = 0;
     bool check = false;
@@ -81,7 +80,7 @@ inline void check_pingpong_message(std::span<const std::byte> message, long long
 
 //! [pingpong_loop]
 // step04's traffic, on the class: the client sends first; each side sends its next message as soon
-// as the peer's has arrived, `warmup + iters` times each way. Only every signal_every-th send asks
+// as the peer's has arrived, `iters` times each way. Only every signal_every-th send asks
 // for a completion: the peer's answer already tells us the send arrived.
 class PingPong {
   public:
@@ -89,7 +88,7 @@ class PingPong {
         : endpoint_(endpoint),
           plan_(plan),
           signal_every_(std::max(1, plan.tx_depth / 2)),
-          total_(plan.warmup + plan.iters),
+          total_(plan.iters),
           refill_batch_(std::max(1, std::min(kRefillBatch, plan.rx_depth / 2))),
           posted_receives_(plan.rx_depth),
           message_(endpoint.buffer().first(plan.size)) {
@@ -198,9 +197,7 @@ class PingPong {
     }
 
     void send_next() {
-        if (sent_ >= plan_.warmup) {
-            send_times_.push_back(Clock::now());
-        }
+        send_times_.push_back(Clock::now());
         if (plan_.check) {
             fill_pattern(message_, pattern_id(sent_, plan_.client));
         }

@@ -28,8 +28,11 @@ namespace {
 /// The client's three ways to reap completions.
 class CompletionWaiter {
   public:
-    CompletionWaiter(RDMAEndpoint& ep, const Socket& server, const Options& o)
-        : ep_(ep), server_(server), o_(o) {}
+    /// \p wait_mask: in event mode, the signal mask to sleep with, while the caller holds
+    /// SIGINT and SIGTERM blocked for the whole loop (tcp.hpp's poll_unblocking()).
+    CompletionWaiter(RDMAEndpoint& ep, const Socket& server, const Options& o,
+                     const sigset_t* wait_mask)
+        : ep_(ep), server_(server), o_(o), wait_mask_(wait_mask) {}
 
     /// Calls `handle(wc)` for at least one completion (or returns at `wake_at`
     /// when that comes first). Throws on timeout or interruption.
@@ -107,7 +110,10 @@ class CompletionWaiter {
         }
         until = std::min(until, deadline + std::chrono::milliseconds(1));
         pollfd p{ep_.channel_fd(), POLLIN, 0};
-        return poll_unless_stopped(p, until - Clock::now()) > 0;  // tcp.hpp's
+        if (wait_mask_ != nullptr) {
+            return poll_unblocking(p, until - Clock::now(), *wait_mask_) > 0;  // tcp.hpp's
+        }
+        return poll_unless_stopped(p, until - Clock::now()) > 0;
     }
 
     //! [event]
@@ -187,6 +193,7 @@ class CompletionWaiter {
     RDMAEndpoint& ep_;
     const Socket& server_;  // the handshake's TCP connection, kept open
     const Options& o_;
+    const sigset_t* wait_mask_;
     std::array<ibv_wc, 16> batch_{};
     bool armed_ = false;
 };
@@ -199,7 +206,14 @@ struct ClientRun {
 };
 
 ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, const Socket& server, PingPong& pingpong) {
-    CompletionWaiter waiter(ep, server, o);
+    // Event mode sleeps once per message: the stop signals stay blocked across the loop, and each
+    // sleep unblocks them (ppoll's mask), so a SIGINT still ends the run within one wait. Busy and
+    // spin modes may never sleep, so they keep them unblocked.
+    std::optional<StopSignalsBlocked> held;
+    if (o.mode == WaitMode::event) {
+        held.emplace();
+    }
+    CompletionWaiter waiter(ep, server, o, held ? &held->before() : nullptr);
     ClientRun run;
     run.round_trips.reserve(o.iters);
     run.cpu_before = cpu_usage();

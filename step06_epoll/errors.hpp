@@ -63,7 +63,8 @@ class TutorialError : public std::runtime_error {
             return "the peer could not take our request: a message longer than its receive "
                    "buffer (" +
                    same_size +
-                   "), or an RDMA READ or WRITE that its QP does not allow (no remote access)";
+                   "), an RDMA READ or WRITE its QP does not allow (no remote access), or more "
+                   "RDMA READs at once than its max_dest_rd_atomic";
         case IBV_WC_RETRY_EXC_ERR:
             return "the peer stopped answering: it died or was killed, the network link to it is "
                    "down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong";
@@ -76,8 +77,6 @@ class TutorialError : public std::runtime_error {
         case IBV_WC_REM_ACCESS_ERR:
             return "the remote range or rkey is outside what the peer registered, or its memory "
                    "region lacks REMOTE_WRITE/REMOTE_READ";
-        case IBV_WC_REM_INV_RD_REQ_ERR:
-            return "the peer's QP allows fewer outstanding RDMA READs than were sent";
         default:
             return "";
     }

@@ -1,4 +1,4 @@
-// Step 07: the reactor's loop: wait in epoll_pwait, route every ready source, then resume.
+// Step 07: the reactor's loop: wait in epoll_pwait2, route every ready source, then resume.
 #include "reactor.hpp"
 
 #include <signal.h>
@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <exception>
 #include <system_error>
@@ -73,14 +72,20 @@ void Reactor::run_round(const sigset_t& wait_mask) {
     // Work queued: do not sleep. Otherwise until the next timer, at most a safety period: a lost
     // completion event must not hang the loop. SIGINT/SIGTERM get in only here (wait_mask
     // unblocks them).
-    const int safety_ms = static_cast<int>(safety_period_.count());
-    const int timeout = ready_.empty() ? std::min(safety_ms, ms_to_next_timer()) : 0;
-    int n = ::epoll_pwait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout,
-                          &wait_mask);
+    const Clock::duration timeout = ready_.empty()
+                                        ? std::min<Clock::duration>(safety_period_, to_next_timer())
+                                        : Clock::duration::zero();
+    const auto seconds = std::chrono::floor<std::chrono::seconds>(timeout);
+    const timespec wait{static_cast<time_t>(seconds.count()),
+                        static_cast<long>(std::chrono::nanoseconds(timeout - seconds).count())};
+    // epoll_pwait2 (Linux 5.11): epoll_pwait with a timeout in nanoseconds, so timers keep theirs.
+    int n = ::epoll_pwait2(epoll_.get(), events.data(), static_cast<int>(events.size()), &wait,
+                           &wait_mask);
     if (n < 0 && errno != EINTR) {
-        throw_errno("epoll_pwait");
+        throw_errno("epoll_pwait2");
     }
-    const bool timed_out = n == 0 && timeout == safety_ms;  // a timer's end is no safety period
+    const bool timed_out =
+        n == 0 && timeout == safety_period_;  // a timer's end is no safety period
     // Route: every ready source stores what happened and queues its waiting coroutine.
     for (int i = 0; i < n; ++i) {
         dispatch(events[static_cast<std::size_t>(i)]);
@@ -112,7 +117,7 @@ void Reactor::dispatch(const epoll_event& event) {
 //! [reactor_loop]
 
 //! [safety_net]
-/// step06's safety net: when epoll_pwait timed out, or once per safety period for a channel
+/// step06's safety net: when epoll_pwait2 timed out, or once per safety period for a channel
 /// quiet that long, poll its CQ anyway (AsyncEndpoint::safety_net: a queued event first).
 void Reactor::safety_net_sweep(bool timed_out, Clock::time_point now) {
     if (!timed_out && now < next_sweep_) {
@@ -181,13 +186,10 @@ void Reactor::expire_timers(Clock::time_point now) {
     }
 }
 
-// The earliest deadline (the list's head), in whole milliseconds rounded up, so that it has
-// passed when epoll_pwait returns; INT_MAX without one.
-int Reactor::ms_to_next_timer() const {
-    const auto left =
-        waiters_ != nullptr ? waiters_->deadline_ - Clock::now() : Clock::duration::max();
-    return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(
-        std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, INT_MAX));
+// Until the earliest deadline (the list's head), 0 when it has passed; the maximum without one.
+Clock::duration Reactor::to_next_timer() const {
+    return waiters_ != nullptr ? std::max(waiters_->deadline_ - Clock::now(), Clock::duration{0})
+                               : Clock::duration::max();
 }
 
 void Reactor::cancel(FdWatch& fd, const char* why) {

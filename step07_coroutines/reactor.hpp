@@ -217,7 +217,7 @@ class SleepAwaiter : private Waiter {
 
 //! [reactor]
 /// The one-thread event loop. Each round (run_round):
-///   1. wait in epoll_pwait until the next timer, at most a safety period (event mode, as
+///   1. wait in epoll_pwait2 until the next timer, at most a safety period (event mode, as
 ///      step06's server);
 ///   2. route: a ready fd marks its awaiter ready; a readable channel is serviced by step06's
 ///      protocol and each completion routed to its waiter; expired timers; the safety net polls
@@ -225,11 +225,11 @@ class SleepAwaiter : private Waiter {
 ///      ReadyQueue;
 ///   3. THEN resume them all (ReadyQueue::resume_all), after every drain of the round.
 /// SIGINT and SIGTERM are the program's (tcp.hpp's handlers set g_stop_signal): the reactor
-/// blocks them while it runs and lets them in only inside epoll_pwait, so one that comes at any
+/// blocks them while it runs and lets them in only inside epoll_pwait2, so one that comes at any
 /// other moment ends the next wait at once. It changes nothing else of the process.
 class Reactor {
   public:
-    /// \p safety_period: epoll_pwait's timeout and the safety net's period (--safety-ms).
+    /// \p safety_period: epoll_pwait2's timeout and the safety net's period (--safety-ms).
     explicit Reactor(std::chrono::milliseconds safety_period, std::size_t max_coroutines = 4096);
     Reactor(const Reactor&) = delete;
     Reactor& operator=(const Reactor&) = delete;
@@ -284,7 +284,7 @@ class Reactor {
     void link(Waiter& waiter);
     void unlink(Waiter& waiter) noexcept;
     void wake(Waiter& waiter, Waiter::Outcome outcome);
-    [[nodiscard]] int ms_to_next_timer() const;
+    [[nodiscard]] Clock::duration to_next_timer() const;
     void watch(int fd, std::uint32_t events, Watch& watch);
 
     std::chrono::milliseconds safety_period_;

@@ -93,6 +93,23 @@ class StopSignalsBlocked {
     sigset_t before_{};
 };
 
+// poll_unless_stopped() (below), for a caller that holds the stop signals blocked already and
+// passes the mask to wait with (its StopSignalsBlocked's before()): step06's event client, which
+// waits once per message, so saves the two pthread_sigmask() calls of every wait.
+inline int poll_unblocking(pollfd& entry, std::chrono::nanoseconds timeout,
+                           const sigset_t& wait_mask) {
+    throw_if_stopped();
+    timeout = std::max(timeout, std::chrono::nanoseconds(0));
+    const timespec wait{static_cast<time_t>(timeout.count() / 1'000'000'000),
+                        static_cast<long>(timeout.count() % 1'000'000'000)};
+    const int ready = ::ppoll(&entry, 1, &wait, &wait_mask);
+    if (ready < 0 && errno != EINTR) {
+        throw std::system_error(errno, std::generic_category(), "ppoll");
+    }
+    throw_if_stopped();
+    return ready;
+}
+
 // poll() on one fd, ended by SIGINT or SIGTERM however close to the call they land: the signals
 // stay blocked from the flag check until ppoll() unblocks them atomically, so a signal that came
 // in between is delivered inside ppoll(), which then returns EINTR at once. (With a plain check
@@ -100,16 +117,7 @@ class StopSignalsBlocked {
 // TutorialError(kExitInterrupted) once a stop signal has arrived.
 inline int poll_unless_stopped(pollfd& entry, std::chrono::nanoseconds timeout) {
     const StopSignalsBlocked blocked;
-    throw_if_stopped();
-    timeout = std::max(timeout, std::chrono::nanoseconds(0));
-    const timespec wait{static_cast<time_t>(timeout.count() / 1'000'000'000),
-                        static_cast<long>(timeout.count() % 1'000'000'000)};
-    const int ready = ::ppoll(&entry, 1, &wait, &blocked.before());
-    if (ready < 0 && errno != EINTR) {
-        throw std::system_error(errno, std::generic_category(), "ppoll");
-    }
-    throw_if_stopped();
-    return ready;
+    return poll_unblocking(entry, timeout, blocked.before());
 }
 
 // Waits until fd is readable (POLLIN) or writable (POLLOUT). False when the deadline passed.

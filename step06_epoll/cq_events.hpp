@@ -53,13 +53,6 @@ class CqEventTracker {
         }
         completions_ += found;
     }
-    /// A spinning poll (--spin-us, before sleeping) took `found` completions. If
-    /// the CQ was armed, the first of them raised an event (which disarmed it); that
-    /// event still comes, and its drain may be empty.
-    void on_spin_poll(std::uint64_t found) {
-        completions_ += found;
-        spin_completions_ += found;
-    }
     /// The safety net found `found` completions that no event announced (yet).
     void on_safety_net_poll(std::uint64_t found) {
         if (found > 0) {
@@ -94,8 +87,6 @@ class CqEventTracker {
     [[nodiscard]] std::uint64_t acked() const { return acked_; }
     [[nodiscard]] std::uint64_t empty_drains() const { return empty_drains_; }
     [[nodiscard]] std::uint64_t completions() const { return completions_; }
-    /// The completions that a spinning poll took (on_spin_poll()).
-    [[nodiscard]] std::uint64_t spin_completions() const { return spin_completions_; }
     [[nodiscard]] std::uint64_t safety_net_finds() const { return safety_net_finds_; }
     /// The invariant that lets ibv_destroy_cq() return: every event acked.
     [[nodiscard]] bool balanced() const { return acked_ == received_ && unacked_ == 0; }
@@ -110,7 +101,6 @@ class CqEventTracker {
     std::uint64_t acked_ = 0;
     std::uint64_t empty_drains_ = 0;
     std::uint64_t completions_ = 0;
-    std::uint64_t spin_completions_ = 0;
     std::uint64_t safety_net_finds_ = 0;
 };
 //! [tracker]

@@ -71,9 +71,6 @@ struct Options {
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
       --check            fill every message with a pattern and verify it (both sides)
-      --spin-us=N        poll for up to N microseconds before sleeping (as rsocket): the client
-                         then arms its CQ and sleeps; the server polls its connected clients'
-                         CQs, restarting the window whenever it finds work (costs a core)
   -v, --verbose          print more
   -h, --help             print this help
   server:
@@ -82,6 +79,7 @@ struct Options {
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   client:
   -e, --events           sleep on completion events instead of busy polling
+      --spin-us=N        poll for up to N microseconds, then arm the CQ and sleep (as rsocket)
   for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
       --latency-file=PATH
@@ -209,11 +207,12 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
 
 /// The options that only a server, or only a client, takes; --spin-us sets the spin mode.
 inline void check_option_combinations(Options& o) {
-    if (o.host.empty() && (o.mode == WaitMode::event || o.rate > 0 || !o.latency_file.empty())) {
-        throw UsageError("-e, --rate and --latency-file are client options (give a HOST)");
-    }
     if (o.spin_us > 0) {
         o.mode = WaitMode::spin;
+    }
+    if (o.host.empty() && (o.mode != WaitMode::busy || o.rate > 0 || !o.latency_file.empty())) {
+        throw UsageError(
+            "-e, --spin-us, --rate and --latency-file are client options (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");

@@ -1,5 +1,5 @@
 // The server's bookkeeping around the event loop: accepting clients, the non-blocking handshake,
-// starting a client's RDMA, its progress, the spin, the timeouts, and each session's end.
+// starting a client's RDMA, its progress, the timeouts, and each session's end.
 #include "server.hpp"
 
 #include <fcntl.h>
@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cassert>
 #include <cerrno>
 #include <chrono>
@@ -318,98 +317,6 @@ void Server::progress(ClientSession& s, std::span<const ibv_wc> completions) {
     }
 }
 
-//! [server_spin]
-/// One pass of the server's spin: polls every connected client's CQ once and
-/// handles what it finds. The protocol left each CQ armed, so the first
-/// completion this takes raises one event, which also disarms the CQ: the
-/// completions after it raise none while the spin goes on (see wait_for_work).
-/// That event's drain, when the spin ends, may find the CQ empty: legal, and
-/// counted as an empty drain.
-std::uint64_t Server::spin_poll(std::size_t& connected) {
-    std::array<ibv_wc, 16> batch{};
-    std::uint64_t found = 0;
-    connected = 0;
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-        ClientSession& s = (it++)->second;  // progress() may end this session, never another
-        if (!s.pingpong) {
-            continue;
-        }
-        ++connected;
-        int n = 0;
-        try {
-            n = s.endpoint->poll(batch);
-        } catch (const std::exception& e) {  // ibv_poll_cq failed
-            fail(s.id, e.what());
-            continue;
-        }
-        if (n > 0) {
-            found += static_cast<std::uint64_t>(n);
-            s.endpoint->events().on_spin_poll(static_cast<std::uint64_t>(n));
-            progress(s, std::span<const ibv_wc>(batch.data(), static_cast<std::size_t>(n)));
-        }
-    }
-    return found;
-}
-
-/// epoll_wait, with --spin-us spinning first while any client is connected (as
-/// busy-poll sockets do): work found restarts the window; only N us with
-/// nothing found lets the thread sleep. Every 20 us the spin asks epoll_wait
-/// (timeout 0) whether anything is ready, and returns for the listening
-/// socket, the signalfd or a handshake socket. A ready completion channel does
-/// not end the spin: its one event was raised by a completion that the spin
-/// takes anyway, and it disarmed the CQ, so the spin runs on without events,
-/// like rsocket's lazy arming. The sleeping epoll_wait then returns that event
-/// at once, and its service re-arms and drains as the protocol says. A spin
-/// never outlasts one safety period, so that the housekeeping runs.
-/// timed_out: the sleeping epoll_wait returned with nothing ready.
-int Server::wait_for_work(std::span<epoll_event> ready, bool& timed_out) {
-    timed_out = false;
-    const int capacity = static_cast<int>(ready.size());
-    if (o_.spin_us > 0) {
-        const auto window = std::chrono::microseconds(o_.spin_us);
-        constexpr auto kEpollCheck = std::chrono::microseconds(20);
-        const auto start = Clock::now();
-        auto quiet_until = start + window;
-        auto next_check = start;
-        for (;;) {
-            std::size_t connected = 0;
-            const std::uint32_t ended_before = ended_;
-            if (spin_poll(connected) > 0) {
-                quiet_until = Clock::now() + window;
-            }
-            if (ended_ != ended_before) {
-                return 0;  // a client ended: the loop checks --exit-after
-            }
-            if (connected == 0) {
-                break;  // nobody to spin for
-            }
-            const auto now = Clock::now();
-            if (now >= next_check) {
-                next_check = now + kEpollCheck;
-                const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, 0);
-                const auto is_channel = [](const epoll_event& e) {
-                    return static_cast<Kind>(e.data.u64 & 3) == kChannel;
-                };
-                if (n < 0 ||
-                    !std::all_of(ready.begin(), ready.begin() + std::max(n, 0), is_channel)) {
-                    return n;  // an error, or a socket or signal to handle now
-                }
-            }
-            if (now >= quiet_until) {
-                break;  // quiet for N us: sleep (a pending event returns at once)
-            }
-            if (now - start >= std::chrono::milliseconds(o_.safety_ms)) {
-                return 0;
-            }
-        }
-    }
-    // Always a timeout: a lost completion event must not hang the server.
-    const int n = ::epoll_wait(epoll_.get(), ready.data(), capacity, o_.safety_ms);
-    timed_out = n == 0;
-    return n;
-}
-//! [server_spin]
-
 void Server::reject(std::uint64_t id, const std::string& why) {
     finish(id, "rejected: " + why, &ServerTotals::rejected);
 }
@@ -441,8 +348,6 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         totals_.acked += ev.acked();
         totals_.empty_drains += ev.empty_drains();
         totals_.safety_net_finds += ev.safety_net_finds();
-        totals_.completions += ev.completions();
-        totals_.spin_completions += ev.spin_completions();
         totals_.messages += s.pingpong->received();
     }
     std::printf("%s\n", line.c_str());
@@ -513,11 +418,6 @@ void Server::shut_down() {
         static_cast<unsigned long long>(totals_.acked),
         static_cast<unsigned long long>(totals_.empty_drains),
         static_cast<unsigned long long>(totals_.safety_net_finds));
-    if (o_.spin_us > 0) {
-        std::printf("server: spin: --spin-us %u took %llu of %llu completions before sleeping\n",
-                    o_.spin_us, static_cast<unsigned long long>(totals_.spin_completions),
-                    static_cast<unsigned long long>(totals_.completions));
-    }
     std::printf(
         "server: cpu: user %.3f s, system %.3f s; context switches: %ld voluntary, %ld "
         "involuntary\n",

@@ -60,7 +60,6 @@ struct ClientSession {
 struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
     std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
-    std::uint64_t completions = 0, spin_completions = 0;
 };
 
 Socket listen_for_clients(const Options& o);
@@ -93,8 +92,6 @@ class Server {
     std::string start_rdma(ClientSession& s, PeerInfo remote);
     void answer(ClientSession& s);
     void progress(ClientSession& s, std::span<const ibv_wc> completions);
-    int wait_for_work(std::span<epoll_event> ready, bool& timed_out);
-    std::uint64_t spin_poll(std::size_t& connected);
     void end_silent_sessions();
     void shut_down();
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);

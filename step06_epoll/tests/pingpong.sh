@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # step06 server with one client in each reaping mode (busy, event, spin), all
-# concurrently, every message checked; the same against a spinning server
-# (--spin-us); then ibv_rc_pingpong clients (busy and -e) against the same server
-# code, which speaks rc_pingpong's handshake.
+# concurrently, every message checked; then ibv_rc_pingpong clients (busy and -e)
+# against the same server code, which speaks rc_pingpong's handshake.
 # shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
@@ -52,44 +51,6 @@ events=$(field server out '^server: CQ events: received ([0-9]+), acked [0-9]+,.
 acked=$(field server out '^server: CQ events: received [0-9]+, acked ([0-9]+),.*')
 [[ $events -gt 0 && $events == "$acked" ]] || fail "server: events received $events, acked $acked"
 expect_match server out '^server: cpu: user [0-9.]+ s, system [0-9.]+ s; context switches: [0-9]+ voluntary, [0-9]+ involuntary$'
-
-# A spinning server (--spin-us): it polls its clients' CQs before each sleep; the first
-# completion in an armed CQ still raises an event, serviced when the spin ends, so the
-# counts must balance all the same.
-port=$((port + 1))
-run_cmd spin_server "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --spin-us 50 --exit-after 3 &
-server=$!
-wait_for_listen "$port"
-run_cmd s_busy "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check 127.0.0.1 &
-c1=$!
-run_cmd s_event "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check -e 127.0.0.1 &
-c2=$!
-run_cmd s_spin "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --spin-us 50 \
-    --latency-file "$TEST_TMP/s_spin.lat" 127.0.0.1 &
-c3=$!
-wait $c1 $c2 $c3 "$server"
-for c in s_busy s_event s_spin; do
-    expect_exit $c 0
-    expect_line $c out "client: verified $n of $n replies"
-done
-[[ $(head -n 1 "$TEST_TMP/s_spin.lat") == "# label: step06 spin 50 us" ]] ||
-    fail "s_spin.lat: unexpected label: $(head -n 1 "$TEST_TMP/s_spin.lat")"
-for c in event spin; do
-    ev=$(field s_$c out "^client: mode $c, events ([0-9]+), acked [0-9]+,.*")
-    ack=$(field s_$c out "^client: mode $c, events [0-9]+, acked ([0-9]+),.*")
-    [[ $ev == "$ack" ]] || fail "$c client of the spinning server: events $ev, acked $ack"
-done
-expect_exit spin_server 0
-expect_line spin_server out "server: listening on TCP port $port; one thread, level-triggered epoll; spins 50 us before sleeping while a client is connected"
-expect_match spin_server out "^server: clients: 3 connected, 3 complete, 0 failed, 0 rejected, 0 aborted$"
-[[ $(grep -c "): complete; $n received, $n sent, $n verified; " "$TEST_TMP/spin_server.out") == 3 ]] ||
-    fail "spinning server: expected 3 complete clients with $n verified messages each"
-events=$(field spin_server out '^server: CQ events: received ([0-9]+), acked [0-9]+,.*')
-acked=$(field spin_server out '^server: CQ events: received [0-9]+, acked ([0-9]+),.*')
-[[ $events == "$acked" ]] || fail "spinning server: events received $events, acked $acked"
-spun=$(field spin_server out '^server: spin: --spin-us 50 took ([0-9]+) of [0-9]+ completions before sleeping$')
-[[ $spun -gt 0 ]] || fail "spinning server: its spin took no completion"
-grep -h "^server: spin:" "$TEST_TMP/spin_server.out"
 
 # The reference client: ibv_rc_pingpong, polling and with -e.
 port=$((port + 1))

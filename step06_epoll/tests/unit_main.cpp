@@ -47,13 +47,6 @@ TEST(Options, ClientModes) {
     EXPECT_EQ(parse({"--rate", "1000", "host"}).rate, 1000u);
 }
 
-TEST(Options, TheServerSpinsToo) {
-    const Options o = parse({"--spin-us", "50"});
-    EXPECT_TRUE(o.host.empty());
-    EXPECT_EQ(o.spin_us, 50u);
-    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
-}
-
 TEST(Options, RejectsBadValuesAndMisplacedOptions) {
     EXPECT_THROW(parse({"-n", "12x"}), UsageError);
     EXPECT_THROW(parse({"-n", "0"}), UsageError);
@@ -74,6 +67,13 @@ std::string usage_error(std::vector<std::string> args) {
         return e.what();
     }
     return "no UsageError";
+}
+
+TEST(Options, SpinIsAClientMode) {
+    EXPECT_EQ(usage_error({"--spin-us", "50"}),
+              "-e, --spin-us, --rate and --latency-file are client options (give a HOST)");
+    EXPECT_TRUE(parse({"--spin-us", "0"}).host.empty()) << "0: no spin";
+    EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
 }
 
 TEST(Options, UnknownOptionsAreQuotedAsStepsOneToFourDo) {
@@ -97,7 +97,7 @@ TEST(LatencyFile, OptionIsAClientOption) {
     EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");
     EXPECT_TRUE(parse({"host"}).latency_file.empty());
     EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
-              "-e, --rate and --latency-file are client options (give a HOST)");
+              "-e, --spin-us, --rate and --latency-file are client options (give a HOST)");
     EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a path");
     EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
 }

@@ -25,7 +25,10 @@ expect_exit cqdepth 2
 expect_line cqdepth err "step06_epoll: --cq-depth 16 is below --rx-depth + --tx-depth (516): the CQ must hold every request a failure flushes"
 run_cmd clientopt "$bin" -e
 expect_exit clientopt 2
-expect_line clientopt err "step06_epoll: -e, --rate and --latency-file are client options (give a HOST)"
+expect_line clientopt err "step06_epoll: -e, --spin-us, --rate and --latency-file are client options (give a HOST)"
+run_cmd serverspin "$bin" --spin-us 20
+expect_exit serverspin 2
+expect_line serverspin err "step06_epoll: -e, --spin-us, --rate and --latency-file are client options (give a HOST)"
 # An unwritable --latency-file is a usage error, found before any RDMA resource
 # exists (so this needs no device).
 run_cmd latfile "$bin" --latency-file /nonexistent-step06-dir/x.lat 127.0.0.1

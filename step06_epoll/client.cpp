@@ -15,7 +15,6 @@
 #include "cpu_usage.hpp"
 #include "cq_events.hpp"
 #include "handshake.hpp"
-#include "latency_file.hpp"
 #include "pingpong.hpp"
 #include "rdma_endpoint.hpp"
 #include "stats.hpp"
@@ -280,7 +279,6 @@ void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pi
 }  // namespace
 
 int run_client(const Options& o) {
-    const OutputFile latency_file = open_latency_file(o.latency_file);  // before any RDMA resource
     install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
     const Device device(device_config(o));
@@ -301,11 +299,6 @@ int run_client(const Options& o) {
 
     const ClientRun run = ping_pong(o, ep, server, pingpong);
     print_figures(o, run);
-    if (latency_file) {
-        const std::string label = std::string(kLatencyLabel) + " " + mode_label(o);
-        write_latency_file(latency_file.get(), o.latency_file,
-                           latency_file_text(label, o.size, run.round_trips));
-    }
     print_events_and_cpu(o, ep, pingpong, run);
     return kExitOk;
 }

@@ -16,7 +16,6 @@
 namespace tutorial {
 
 constexpr const char* kProgram = "step06_epoll";
-constexpr const char* kLatencyLabel = "step06";  // --latency-file's "# label: ", then the wait mode
 
 // A buffer larger than this is a typo, not a tutorial exercise.
 constexpr long long kMaxBufferSize = 1LL << 30;
@@ -50,8 +49,7 @@ struct Options {
     // client
     WaitMode mode = WaitMode::busy;
     std::uint32_t spin_us = 0;
-    std::uint32_t rate = 0;    // messages per second; 0: as fast as possible
-    std::string latency_file;  // empty: none
+    std::uint32_t rate = 0;  // messages per second; 0: as fast as possible
 };
 
 [[nodiscard]] inline std::string usage_text() {
@@ -82,9 +80,6 @@ struct Options {
       --spin-us=N        poll for up to N microseconds, then arm the CQ and sleep (as rsocket)
   for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
-      --latency-file=PATH
-                         write every iteration's one-way latency (usec, round trip / 2) to
-                         PATH, one per line after '# ' comment lines (for plotting)
 )";
 }
 
@@ -97,8 +92,7 @@ enum LongOnlyOption : int {
     kOptAckBatch,
     kOptSafetyMs,
     kOptSpinUs,
-    kOptRate,
-    kOptLatency
+    kOptRate
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -120,7 +114,6 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"events", no_argument, nullptr, 'e'},
                                       {"spin-us", required_argument, nullptr, kOptSpinUs},
                                       {"rate", required_argument, nullptr, kOptRate},
-                                      {"latency-file", required_argument, nullptr, kOptLatency},
                                       {"verbose", no_argument, nullptr, 'v'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
@@ -187,12 +180,6 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case kOptSpinUs:
             o.spin_us = static_cast<std::uint32_t>(parse_number(arg, "--spin-us", 0, 10'000'000));
             break;
-        case kOptLatency:
-            if (arg.empty()) {
-                throw UsageError("--latency-file needs a path");
-            }
-            o.latency_file = arg;
-            break;
         case kOptRate:
             o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
@@ -210,9 +197,8 @@ inline void check_option_combinations(Options& o) {
     if (o.spin_us > 0) {
         o.mode = WaitMode::spin;
     }
-    if (o.host.empty() && (o.mode != WaitMode::busy || o.rate > 0 || !o.latency_file.empty())) {
-        throw UsageError(
-            "-e, --spin-us, --rate and --latency-file are client options (give a HOST)");
+    if (o.host.empty() && (o.mode != WaitMode::busy || o.rate > 0)) {
+        throw UsageError("-e, --spin-us and --rate are client options (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
@@ -239,18 +225,5 @@ inline Options parse_options(int argc, char** argv) {
     return o;
 }
 //! [options]
-
-/// The client's wait mode, for its --latency-file label: "busy poll", "event mode" or "spin N us".
-inline std::string mode_label(const Options& o) {
-    switch (o.mode) {
-        case WaitMode::event:
-            return "event mode";
-        case WaitMode::spin:
-            return "spin " + std::to_string(o.spin_us) + " us";
-        case WaitMode::busy:
-            break;
-    }
-    return "busy poll";
-}
 
 }  // namespace tutorial

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "latency_file.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
 #include "server.hpp"
@@ -71,7 +70,7 @@ std::string usage_error(std::vector<std::string> args) {
 
 TEST(Options, SpinIsAClientMode) {
     EXPECT_EQ(usage_error({"--spin-us", "50"}),
-              "-e, --spin-us, --rate and --latency-file are client options (give a HOST)");
+              "-e, --spin-us and --rate are client options (give a HOST)");
     EXPECT_TRUE(parse({"--spin-us", "0"}).host.empty()) << "0: no spin";
     EXPECT_THROW(parse({"--rate", "10"}), UsageError) << "--rate is a client option";
 }
@@ -90,34 +89,6 @@ TEST(Options, CqDepthHoldsEveryRequestAFailureFlushes) {
               "a failure flushes");
     EXPECT_EQ(parse({"-r", "64", "-t", "16", "--cq-depth", "80"}).cq_depth, 80U);
     EXPECT_EQ(parse({"-r", "64"}).cq_depth, 0U) << "0: rx-depth + tx-depth";
-}
-
-TEST(LatencyFile, OptionIsAClientOption) {
-    EXPECT_EQ(parse({"--latency-file", "/tmp/x.lat", "host"}).latency_file, "/tmp/x.lat");
-    EXPECT_EQ(parse({"--latency-file=a b.lat", "-e", "host"}).latency_file, "a b.lat");
-    EXPECT_TRUE(parse({"host"}).latency_file.empty());
-    EXPECT_EQ(usage_error({"--latency-file", "x.lat"}),
-              "-e, --spin-us, --rate and --latency-file are client options (give a HOST)");
-    EXPECT_EQ(usage_error({"--latency-file=", "host"}), "--latency-file needs a path");
-    EXPECT_EQ(usage_error({"host", "--latency-file"}), "option '--latency-file' needs a value");
-}
-
-TEST(LatencyFile, LabelNamesTheMode) {
-    EXPECT_EQ(mode_label(parse({"host"})), "busy poll");
-    EXPECT_EQ(mode_label(parse({"-e", "host"})), "event mode");
-    EXPECT_EQ(mode_label(parse({"--spin-us", "50", "host"})), "spin 50 us");
-}
-
-TEST(LatencyFile, AFileThatCannotBeOpenedIsAUsageError) {
-    try {
-        (void)open_latency_file("/nonexistent-step06-dir/x.lat");
-        FAIL() << "no UsageError";
-    } catch (const UsageError& e) {
-        EXPECT_STREQ(e.what(),
-                     "cannot open --latency-file '/nonexistent-step06"
-                     "-dir/x.lat': No such file or "
-                     "directory");
-    }
 }
 
 TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {

@@ -77,7 +77,7 @@ Device::Device(const DeviceConfig& config) : port_(config.port) {
 //! [constructor]
 // step04's build_resources on a shared Device: the limits, the buffer, MR, CQ and QP, INIT.
 RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
-    : device_(&device), config_(config), events_(config.ack_batch) {
+    : device_(&device), config_(config), events_(kAckBatch) {
     if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
         throw TutorialError(kExitUsage, "buffer size, tx depth and rx depth must be at least 1");
     }
@@ -107,12 +107,10 @@ void RDMAEndpoint::check_device_limits() const {
     if (config_.rx_depth > max_wr) {
         over_limit("rx depth", config_.rx_depth, name, "max_qp_wr", max_wr);
     }
-    const std::uint64_t cq_size = config_.cq_depth != 0
-                                      ? config_.cq_depth
-                                      : std::uint64_t{config_.tx_depth} + config_.rx_depth;
+    const std::uint64_t cq_size = std::uint64_t{config_.tx_depth} + config_.rx_depth;
     if (cq_size > static_cast<std::uint64_t>(attr.max_cqe)) {
-        over_limit(config_.cq_depth != 0 ? "cq depth" : "tx depth + rx depth", cq_size, name,
-                   "max_cqe", static_cast<std::uint64_t>(attr.max_cqe));
+        over_limit("tx depth + rx depth", cq_size, name, "max_cqe",
+                   static_cast<std::uint64_t>(attr.max_cqe));
     }
     if (config_.buffer_size > attr.max_mr_size) {
         over_limit("buffer size", config_.buffer_size, name, "max_mr_size", attr.max_mr_size);
@@ -136,8 +134,8 @@ void RDMAEndpoint::create_queues() {
     }
     if (config_.completion_channel)
         create_channel();
-    const int cq_entries = static_cast<int>(
-        config_.cq_depth != 0 ? config_.cq_depth : config_.tx_depth + config_.rx_depth);
+    // After a failure the QP flushes every posted request into the CQ: it must hold them all.
+    const int cq_entries = static_cast<int>(config_.tx_depth + config_.rx_depth);
     cq_.reset(ibv_create_cq(device_->context(), cq_entries, nullptr, channel_.get(), 0));
     if (!cq_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_cq");

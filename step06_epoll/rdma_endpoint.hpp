@@ -104,11 +104,12 @@ struct EndpointConfig {
     ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
     //! [config]
     // New in step06:
-    std::uint32_t cq_depth = 0;       ///< CQ entries; 0: tx_depth + rx_depth
     bool completion_channel = false;  ///< bind the CQ to an O_NONBLOCK completion channel
-    std::uint32_t ack_batch = 16;     ///< ibv_ack_cq_events at least every ack_batch events
     //! [config]
 };
+
+/// Completion events are acked this many at a time: ibv_ack_cq_events takes a mutex.
+constexpr std::uint32_t kAckBatch = 16;
 
 /// \brief The owner of a completion channel, in verbs_raii.hpp's shape (step06).
 inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";

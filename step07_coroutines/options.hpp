@@ -29,7 +29,6 @@ struct Options {
     int mtu = 1024;
     int rx_depth = 500;
     int tx_depth = 16;
-    std::uint32_t cq_depth = 0;  // 0: rx-depth + tx-depth
     int tcp_port = 18515;
     bool verbose = false;
     bool help = false;
@@ -39,7 +38,6 @@ struct Options {
     std::string bind_address;
     // server
     std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
-    std::uint32_t ack_batch = 16;
     // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
     // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
@@ -59,7 +57,6 @@ struct Options {
   -m, --mtu=MTU          path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
   -r, --rx-depth=N       receives kept posted (default 500)
   -t, --tx-depth=N       send queue depth (default 16)
-  -c, --cq-depth=N       CQ entries (default rx-depth + tx-depth)
   -p, --port=PORT        TCP port (default 18515)
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
@@ -68,7 +65,6 @@ struct Options {
   -h, --help             print this help
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
-      --ack-batch=N      acknowledge CQ events at least every N events (default 16)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
   for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
@@ -81,7 +77,6 @@ enum LongOnlyOption : int {
     kOptTimeout,
     kOptCheck,
     kOptExitAfter,
-    kOptAckBatch,
     kOptSafetyMs,
     kOptRate
 };
@@ -94,13 +89,11 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"mtu", required_argument, nullptr, 'm'},
                                       {"rx-depth", required_argument, nullptr, 'r'},
                                       {"tx-depth", required_argument, nullptr, 't'},
-                                      {"cq-depth", required_argument, nullptr, 'c'},
                                       {"port", required_argument, nullptr, 'p'},
                                       {"bind", required_argument, nullptr, kOptBind},
                                       {"timeout", required_argument, nullptr, kOptTimeout},
                                       {"check", no_argument, nullptr, kOptCheck},
                                       {"exit-after", required_argument, nullptr, kOptExitAfter},
-                                      {"ack-batch", required_argument, nullptr, kOptAckBatch},
                                       {"safety-ms", required_argument, nullptr, kOptSafetyMs},
                                       {"rate", required_argument, nullptr, kOptRate},
                                       {"verbose", no_argument, nullptr, 'v'},
@@ -138,9 +131,6 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case 't':
             o.tx_depth = static_cast<int>(parse_number(arg, "--tx-depth", 1, kMaxDepth));
             break;
-        case 'c':
-            o.cq_depth = static_cast<std::uint32_t>(parse_number(arg, "--cq-depth", 4, 1 << 22));
-            break;
         case 'p':
             o.tcp_port = static_cast<int>(parse_number(arg, "--port", 1, 65535));
             break;
@@ -156,9 +146,6 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case kOptExitAfter:
             o.exit_after =
                 static_cast<std::uint32_t>(parse_number(arg, "--exit-after", 1, 1'000'000));
-            break;
-        case kOptAckBatch:
-            o.ack_batch = static_cast<std::uint32_t>(parse_number(arg, "--ack-batch", 1, 1 << 20));
             break;
         case kOptSafetyMs:
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
@@ -183,20 +170,12 @@ inline void check_option_combinations(const Options& o) {
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
     }
-    // After a failure the QP flushes every outstanding request into the CQ: it must hold them.
-    const auto outstanding =
-        static_cast<std::uint64_t>(o.rx_depth) + static_cast<std::uint64_t>(o.tx_depth);
-    if (o.cq_depth != 0 && o.cq_depth < outstanding) {
-        throw UsageError("--cq-depth " + std::to_string(o.cq_depth) +
-                         " is below --rx-depth + --tx-depth (" + std::to_string(outstanding) +
-                         "): the CQ must hold every request a failure flushes");
-    }
 }
 
 inline Options parse_options(int argc, char** argv) {
     Options o;
     const auto operands =
-        parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:c:p:vh", kLongOptions, 1,
+        parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:p:vh", kLongOptions, 1,
                            [&](int c, std::string_view arg) { apply_option(o, c, arg); });
     if (!operands.empty()) {
         o.host = operands[0];

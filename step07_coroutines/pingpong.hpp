@@ -29,9 +29,7 @@ inline EndpointConfig endpoint_config(const Options& o, bool channel) {
     c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
     c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
     c.mtu = *mtu_from_bytes(o.mtu);  // parse_options allows IB MTUs only
-    c.cq_depth = o.cq_depth;
     c.completion_channel = channel;
-    c.ack_batch = o.ack_batch;
     return c;
 }
 

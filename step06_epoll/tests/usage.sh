@@ -19,10 +19,6 @@ expect_line novalue0 err "step06_epoll: option '--check' takes no value"
 run_cmd badn "$bin" -n 12x 127.0.0.1
 expect_exit badn 2
 expect_line badn err "step06_epoll: --iters must be a whole number from 1 to 100000000 (got '12x')"
-# The chapter's exercise 3, answered: a CQ smaller than the work a failure can flush is refused.
-run_cmd cqdepth "$bin" --cq-depth 16
-expect_exit cqdepth 2
-expect_line cqdepth err "step06_epoll: --cq-depth 16 is below --rx-depth + --tx-depth (516): the CQ must hold every request a failure flushes"
 run_cmd clientopt "$bin" -e
 expect_exit clientopt 2
 expect_line clientopt err "step06_epoll: -e, --spin-us and --rate are client options (give a HOST)"

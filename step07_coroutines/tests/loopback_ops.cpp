@@ -78,7 +78,6 @@ EndpointConfig endpoint_config(const AsyncConfig& shape, bool channel = true) {
     c.rx_depth = shape.rx_depth;
     c.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     c.completion_channel = channel;
-    c.ack_batch = 4;
     return c;
 }
 

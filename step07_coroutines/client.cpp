@@ -51,7 +51,6 @@ void check_reply(const Received& reply, std::uint32_t i, const Options& o, Clien
     }
 }
 
-//! [client_loop]
 /// The measured loop, one message at a time: wait for its --rate slot, send, await the reply,
 /// time the round trip. The send suspends only when tx_depth sends are outstanding; every
 /// co_await here is an awaiter in this frame, so a message allocates nothing.
@@ -83,7 +82,6 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     run.seconds = elapsed.count();
 }
-//! [client_loop]
 
 // ================================================================== the report
 
@@ -112,7 +110,6 @@ void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& 
     }
 }
 
-//! [watchdog]
 /// step06's --timeout, "no completion within --timeout": a second coroutine that sleeps until
 /// the client has waited --timeout for a completion. It wakes about once per --timeout, not per
 /// message (the client only moves waiting_since), and ends when the client looks silent.
@@ -127,7 +124,6 @@ Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds
                                                              : now + timeout);
     }
 }
-//! [watchdog]
 
 /// The server keeps the handshake's TCP connection open until it ends this client's session, and
 /// sends nothing on it after the handshake: readable means closed. (A QP that the server

@@ -116,7 +116,6 @@ std::coroutine_handle<> AsyncEndpoint::route_send(const ibv_wc& wc) {
     }
     return {};
 }
-
 //! [route]
 
 // The rule: one waiter per slot. An awaiter that found the slot taken did not suspend (its

@@ -32,8 +32,6 @@ struct ClientRun {
     Clock::time_point waiting_since{};
 };
 
-// ================================================================== the ping-pong
-
 /// step06's checks of a reply (PingPong::on_completion): its length, then its --check pattern.
 void check_reply(const Received& reply, std::uint32_t i, const Options& o, ClientRun& run) {
     if (reply.bytes.size() != o.size) {
@@ -82,8 +80,6 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     run.seconds = elapsed.count();
 }
-
-// ================================================================== the report
 
 /// ibv_rc_pingpong's two summary lines and the latency table.
 void print_figures(const Options& o, const ClientRun& run) {

@@ -13,19 +13,11 @@
 
 namespace tutorial {
 
-namespace {
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(), what);
-}
-
-}  // namespace
-
 Reactor::Reactor(std::chrono::milliseconds safety_period)
     : safety_period_(safety_period), ready_(kMaxCoroutines) {
     epoll_ = Socket(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_.get() < 0) {
-        throw_errno("epoll_create1");
+        throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
     next_sweep_ = Clock::now() + safety_period_;
 }
@@ -35,14 +27,13 @@ void Reactor::watch(int fd, Watch& watch) {
     ev.events = EPOLLIN;  // level-triggered, as step06
     ev.data.ptr = &watch;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-        throw_errno("epoll_ctl(ADD)");
+        throw std::system_error(errno, std::generic_category(), "epoll_ctl(ADD)");
     }
 }
 
 void Reactor::add_channel(ChannelClient& client) {
     watch(client.channel_fd(), client.watch_);
     client.watched_ = true;
-    client.prev_ = nullptr;
     client.next_ = channels_;
     if (channels_ != nullptr) {
         channels_->prev_ = &client;
@@ -83,7 +74,7 @@ void Reactor::run_round(const sigset_t& wait_mask) {
     int n = ::epoll_pwait2(epoll_.get(), events.data(), static_cast<int>(events.size()), &wait,
                            &wait_mask);
     if (n < 0 && errno != EINTR) {
-        throw_errno("epoll_pwait2");
+        throw std::system_error(errno, std::generic_category(), "epoll_pwait2");
     }
     const bool timed_out =
         n == 0 && timeout == safety_period_;  // a timer's end is no safety period

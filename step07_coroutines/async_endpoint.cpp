@@ -2,7 +2,6 @@
 #include "async_endpoint.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -34,14 +33,7 @@ AsyncEndpoint::AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const Asyn
       signal_every_(std::max(1U, config.tx_depth / 2)),
       refill_batch_(std::max(1U, std::min(16U, config.rx_depth / 2))),
       completed_(config.rx_depth),
-      receives_left_to_post_(config.messages != 0 ? config.messages
-                                                  : std::numeric_limits<std::uint64_t>::max()) {
-    if (config.rx_depth == 0 || config.tx_depth == 0 || config.message_size == 0) {
-        throw std::logic_error("AsyncEndpoint: rx_depth, tx_depth and message_size must be > 0");
-    }
-    if (ep_.buffer().size() < (std::size_t{config.rx_depth} + 1) * config.message_size) {
-        throw std::logic_error("AsyncEndpoint: the buffer is smaller than rx_depth + 1 slots");
-    }
+      receives_left_to_post_(config.messages) {
     reactor_.add_channel(*this);
 }
 
@@ -65,7 +57,6 @@ std::span<std::byte> AsyncEndpoint::send_slot() noexcept {
     return ep_.buffer().subspan(config_.rx_depth * config_.message_size, config_.message_size);
 }
 
-//! [channel_service]
 std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
     // A failed completion, a flush too, is routed to its waiter like the others.
     return service_and_route(
@@ -82,25 +73,22 @@ std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
         }
     });
 }
-//! [channel_service]
 
 // ====================================================================== routing
 
 //! [route]
 std::coroutine_handle<> AsyncEndpoint::route(const ibv_wc& wc) {
-    switch (classify_wr_id(wc.wr_id, config_.rx_depth)) {
+    switch (classify_wr_id(wc.wr_id)) {
         case WrKind::receive:
             return route_receive(wc);
         case WrKind::send:
             return route_send(wc);
-        case WrKind::drain_marker:
-            marker_back_ = true;
-            completed_sends_ = sent_;  // every send before it is done, CQE or not
-            return {};
-        case WrKind::unknown:
+        case WrKind::drain_marker:  // cancel()'s marker: every send before it is done, CQE or not
             break;
     }
-    throw std::logic_error("completion with an unknown wr_id " + std::to_string(wc.wr_id));
+    marker_back_ = true;
+    completed_sends_ = sent_;
+    return {};
 }
 
 std::coroutine_handle<> AsyncEndpoint::route_receive(const ibv_wc& wc) {
@@ -128,7 +116,6 @@ std::coroutine_handle<> AsyncEndpoint::route_send(const ibv_wc& wc) {
     }
     return {};
 }
-
 //! [route]
 
 // The rule: one waiter per slot. An awaiter that found the slot taken did not suspend (its
@@ -152,26 +139,13 @@ std::coroutine_handle<> AsyncEndpoint::take(Pending*& waiter) noexcept {
 // A failed completion resumes its own kind's waiter, or else any waiter of this endpoint: the QP
 // is in the error state, and every co_await on it throws the failure from now on.
 std::coroutine_handle<> AsyncEndpoint::take_failed_waiter(Pending*& own) noexcept {
-    if (own != nullptr) {
-        return take(own);
-    }
-    if (recv_waiter_ != nullptr) {
-        return take(recv_waiter_);
-    }
-    if (send_waiter_ != nullptr) {
-        return take(send_waiter_);
-    }
-    return {};
+    return take(own != nullptr ? own : recv_waiter_ != nullptr ? recv_waiter_ : send_waiter_);
 }
 
 void AsyncEndpoint::record_failure(const ibv_wc& wc) noexcept {
     if (!failure_) {
         failure_ = wc;
     }
-}
-
-void AsyncEndpoint::throw_failure() const {
-    throw WorkCompletionError(*failure_);
 }
 
 void AsyncEndpoint::forget(Pending& waiter) noexcept {
@@ -200,7 +174,6 @@ void AsyncEndpoint::post_initial_receives() {
     }
 }
 
-//! [repost]
 void AsyncEndpoint::repost(std::uint32_t slot) {
     if (failure_ || cancelled_ || receives_left_to_post_ <= to_repost_count_) {
         return;  // a QP in error flushes it at once; or every message to come has a receive
@@ -233,12 +206,10 @@ void AsyncEndpoint::post_receive_batch() {
     posted_receives_ += count;
     receives_left_to_post_ -= count;
 }
-//! [repost]
 
-//! [post_send]
 void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
     if (failure_) {
-        throw_failure();
+        throw WorkCompletionError(*failure_);
     }
     // step06's selective signaling: a completion every max(1, tx_depth/2) sends, and the last.
     const bool signaled = (sent_ + 1) % signal_every_ == 0 || last;
@@ -246,13 +217,12 @@ void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
                   signaled);
     ++sent_;
 }
-//! [post_send]
 
 Received AsyncEndpoint::RecvAwaiter::await_resume() {
     queued = false;
     ep_.refuse_second(ep_.recv_waiter_, *this, "recv()");
     if (ep_.completed_count_ == 0) {
-        ep_.throw_failure();
+        throw WorkCompletionError(*ep_.failure_);
     }
     const Completed c = ep_.completed_[ep_.completed_head_];
     ep_.completed_head_ = (ep_.completed_head_ + 1) % ep_.completed_.size();
@@ -265,7 +235,7 @@ void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
     queued = false;
     ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
     if (ep_.failure_) {
-        ep_.throw_failure();
+        throw WorkCompletionError(*ep_.failure_);
     }
 }
 
@@ -286,15 +256,18 @@ void AsyncEndpoint::enter_error_state() {
     }
     // Every posted receive completes, flushed, so those are counted. Sends are not: an unsignaled
     // send that finished before the QP failed makes no CQE at all. So, as the kernel's
-    // ib_drain_sq() does, post a marker SEND to the QP in the error state: it completes at once,
-    // flushed, and a send queue completes in order, so once the marker is back every earlier
-    // send has completed. (A full send queue takes no marker: then count.)
-    drain_marker_ = post_drain_marker_send();
+    // ib_drain_sq() does, post a marker SEND (zero bytes, signaled) to the QP in the error state:
+    // it completes at once, flushed, and a send queue completes in order, so once the marker is
+    // back every earlier send has completed. (A full send queue takes no marker: then count.)
+    ibv_send_wr marker{};
+    marker.wr_id = kDrainSendWrId;
+    marker.opcode = IBV_WR_SEND;
+    marker.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    drain_marker_ = ibv_post_send(ep_.qp(), &marker, &bad) == 0;  // ENOMEM: the queue is full
 }
 
-CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
-    CancelResult result;
-    result.outstanding = outstanding();
+void AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     enter_error_state();
     // Drain until everything is back, or the timeout, or nothing new for kFlushStall: a CQ
     // smaller than the requests it must report overflows (the device raises IBV_EVENT_CQ_ERR and
@@ -308,20 +281,11 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
             last_progress = Clock::now();
         }
         for (int i = 0; i < n; ++i) {
-            const ibv_wc& wc = batch_[static_cast<std::size_t>(i)];
-            if (wc.wr_id == kDrainSendWrId) {
-                (void)route(wc);  // the marker: not a drained request
-                continue;
-            }
-            ++result.drained;
-            result.flushed += wc.status == IBV_WC_WR_FLUSH_ERR ? 1 : 0;
-            if (const std::coroutine_handle<> waiter = route(wc)) {
+            if (const std::coroutine_handle<> waiter = route(batch_[static_cast<std::size_t>(i)])) {
                 reactor_.ready().push(waiter);
-                ++result.woken;
             }
         }
     }
-    result.complete = outstanding() == 0;
     // The shutdown's step 4: every waiter left is queued with the flush error (they run in the
     // next resume phase).
     if (!failure_) {
@@ -330,41 +294,19 @@ CancelResult AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
         flush.qp_num = ep_.qp()->qp_num;
         failure_ = flush;
     }
-    result.woken += wake_all_waiters();
-    return result;
+    for (Pending** waiter : {&recv_waiter_, &send_waiter_}) {
+        if (const std::coroutine_handle<> handle = take(*waiter)) {
+            reactor_.ready().push(handle);
+        }
+    }
 }
 //! [cancel]
-
-/// cancel()'s marker SEND: zero bytes, signaled, posted to the QP in the error state.
-bool AsyncEndpoint::post_drain_marker_send() noexcept {
-    ibv_send_wr wr{};
-    wr.wr_id = kDrainSendWrId;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(ep_.qp(), &wr, &bad) == 0;  // ENOMEM when the send queue is full
-}
 
 /// cancel()'s end: every receive flushed, and the send queue drained (the marker back, or,
 /// without one, every send counted).
 bool AsyncEndpoint::drained() const noexcept {
     const bool sends_done = drain_marker_ ? marker_back_ : sent_ == completed_sends_;
     return sends_done && posted_receives_ == 0;
-}
-
-std::uint64_t AsyncEndpoint::outstanding() const noexcept {
-    return posted_receives_ + (sent_ - completed_sends_);
-}
-
-std::uint32_t AsyncEndpoint::wake_all_waiters() {
-    std::uint32_t woken = 0;
-    for (Pending** waiter : {&recv_waiter_, &send_waiter_}) {
-        if (const std::coroutine_handle<> handle = take(*waiter)) {
-            reactor_.ready().push(handle);
-            ++woken;
-        }
-    }
-    return woken;
 }
 
 }  // namespace tutorial

@@ -27,7 +27,7 @@ struct AsyncConfig {
     std::size_t message_size = 4096;  ///< -s: each receive slot and the send slot
     std::uint32_t rx_depth = 500;     ///< -r: receive slots, at most this many posted
     std::uint32_t tx_depth = 16;      ///< -t: sends outstanding at most
-    std::uint64_t messages = 0;       ///< -n: receives to post in all (0: no limit)
+    std::uint64_t messages = 0;       ///< -n: receives to post in all
 };
 /// -s, -r, -t and -n from the options; and pingpong.hpp's endpoint_config(), with a completion
 /// channel and the buffer grown to the layout above.
@@ -44,16 +44,13 @@ inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
 inline constexpr std::uint64_t kDrainSendWrId = ~std::uint64_t{0};
 /// cancel() stops draining when nothing more came for this long (an overflowed CQ).
 inline constexpr std::chrono::milliseconds kFlushStall{100};
-enum class WrKind : std::uint8_t { receive, send, drain_marker, unknown };
+enum class WrKind : std::uint8_t { receive, send, drain_marker };
 /// The one place that decodes a wr_id.
-[[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id, std::uint32_t rx_depth) noexcept {
+[[nodiscard]] inline WrKind classify_wr_id(std::uint64_t wr_id) noexcept {
     if (wr_id == kDrainSendWrId) {  // first: its send tag is set, but it is no numbered send
         return WrKind::drain_marker;
     }
-    if ((wr_id & kSendTag) != 0) {
-        return WrKind::send;
-    }
-    return wr_id < rx_depth ? WrKind::receive : WrKind::unknown;
+    return (wr_id & kSendTag) != 0 ? WrKind::send : WrKind::receive;
 }
 //! [wr_id]
 
@@ -61,15 +58,6 @@ enum class WrKind : std::uint8_t { receive, send, drain_marker, unknown };
 struct Received {
     std::uint32_t slot = 0;
     std::span<std::byte> bytes;  ///< the slot's first byte_len bytes
-};
-
-/// What cancel() did.
-struct CancelResult {
-    std::uint64_t outstanding = 0;  ///< work requests outstanding when it began
-    std::uint64_t drained = 0;      ///< completions it took (successful ones included)
-    std::uint64_t flushed = 0;      ///< of them, IBV_WC_WR_FLUSH_ERR
-    std::uint32_t woken = 0;        ///< waiters queued with the error
-    bool complete = false;          ///< every outstanding request completed before the timeout
 };
 
 /// One connection: an RDMAEndpoint (owned) whose completions the reactor routes to the
@@ -86,8 +74,6 @@ class AsyncEndpoint final : public ChannelClient {
     AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const AsyncConfig& config);
     /// close(), then the RDMAEndpoint's own destructor (QP, CQ, channel, MR, buffer).
     ~AsyncEndpoint();
-    AsyncEndpoint(const AsyncEndpoint&) = delete;
-    AsyncEndpoint& operator=(const AsyncEndpoint&) = delete;
 
     [[nodiscard]] RDMAEndpoint& endpoint() noexcept { return ep_; }
 
@@ -95,7 +81,6 @@ class AsyncEndpoint final : public ChannelClient {
     /// posts min(rx_depth, messages) receives, one per slot. Call before connecting, as step06.
     void post_initial_receives();
 
-    //! [recv_awaiter]
     /// `Received r = co_await ep.recv();`: the oldest completed receive, at once if one is in
     /// the ring of completed slots, or when one completes. \throws WorkCompletionError
     class RecvAwaiter;
@@ -103,9 +88,7 @@ class AsyncEndpoint final : public ChannelClient {
     /// Gives a slot back: re-posted in batches (up to 16 per ibv_post_recv), never more than the
     /// messages still to come. \throws std::system_error ("ibv_post_recv")
     void repost(std::uint32_t slot);
-    //! [recv_awaiter]
 
-    //! [send_awaiter]
     /// The send slot: fill it, then `co_await ep.send(length)`.
     [[nodiscard]] std::span<std::byte> send_slot() noexcept;
     /// Posts a SEND of send_slot().first(length), signaled every max(1, tx_depth/2) sends and
@@ -113,12 +96,11 @@ class AsyncEndpoint final : public ChannelClient {
     /// outstanding; a signaled completion resumes it. \throws WorkCompletionError,
     /// std::system_error ("ibv_post_send")
     class SendAwaiter;
-    [[nodiscard]] SendAwaiter send(std::size_t length, bool last = false) noexcept;
+    [[nodiscard]] SendAwaiter send(std::size_t length, bool last) noexcept;
     /// `co_await ep.sends_done()`: until every send posted has completed. The last send must have
     /// been posted with last = true (signaled), or this waits forever. \throws WorkCompletionError
     class SendsDoneAwaiter;
     [[nodiscard]] SendsDoneAwaiter sends_done() noexcept;
-    //! [send_awaiter]
 
     /// Shutdown for this connection: the QP to IBV_QPS_ERR; then drain its CQ until every
     /// outstanding request has completed (posted receives, unsignaled sends: flushed, or
@@ -126,7 +108,7 @@ class AsyncEndpoint final : public ChannelClient {
     /// the flush error (they run in the next resume phase). Call it outside the reactor's routing
     /// phase (from a coroutine, or between rounds). The flushes it drains are not counted in
     /// events(). \throws std::system_error ("ibv_modify_qp ERR", "ibv_poll_cq")
-    CancelResult cancel(std::chrono::milliseconds timeout);
+    void cancel(std::chrono::milliseconds timeout);
     /// cancel()'s first step alone: the QP to the error state (and the drain marker posted), so
     /// that a shutdown can fail every QP before it drains any. cancel() calls it if needed.
     /// \throws std::system_error ("ibv_modify_qp ERR")
@@ -149,7 +131,6 @@ class AsyncEndpoint final : public ChannelClient {
 
   private:
     [[nodiscard]] std::span<std::byte> receive_slot(std::uint32_t slot) noexcept;
-    [[nodiscard]] std::uint64_t outstanding() const noexcept;  // posted receives and sends
     std::coroutine_handle<> route(const ibv_wc& wc);
     std::coroutine_handle<> route_receive(const ibv_wc& wc);
     std::coroutine_handle<> route_send(const ibv_wc& wc);
@@ -157,12 +138,9 @@ class AsyncEndpoint final : public ChannelClient {
     std::coroutine_handle<> take(Pending*& waiter) noexcept;
     std::coroutine_handle<> take_failed_waiter(Pending*& own) noexcept;
     void record_failure(const ibv_wc& wc) noexcept;
-    [[noreturn]] void throw_failure() const;
     void post_send_now(std::size_t length, bool last);
     void post_receive_batch();
     void forget(Pending& waiter) noexcept;
-    std::uint32_t wake_all_waiters();
-    bool post_drain_marker_send() noexcept;
     [[nodiscard]] bool drained() const noexcept;
 
     Reactor& reactor_;
@@ -179,7 +157,7 @@ class AsyncEndpoint final : public ChannelClient {
     std::size_t completed_head_ = 0, completed_count_ = 0;
     std::array<std::uint32_t, 16> to_repost_{};  // slots given back, posted in one chain
     std::uint32_t to_repost_count_ = 0;
-    std::uint64_t receives_left_to_post_ = 0;  // messages - receives posted so far (or no limit)
+    std::uint64_t receives_left_to_post_ = 0;  // messages - receives posted so far
     std::uint32_t posted_receives_ = 0;
     std::uint64_t sent_ = 0, completed_sends_ = 0;
     Pending* recv_waiter_ = nullptr;
@@ -195,8 +173,6 @@ class AsyncEndpoint final : public ChannelClient {
 class AsyncEndpoint::RecvAwaiter : private AsyncEndpoint::Pending {
   public:
     explicit RecvAwaiter(AsyncEndpoint& ep) noexcept : ep_(ep) {}
-    RecvAwaiter(const RecvAwaiter&) = delete;
-    RecvAwaiter& operator=(const RecvAwaiter&) = delete;
     ~RecvAwaiter() { ep_.forget(*this); }
     /// Also true when another coroutine waits: await_resume() then throws.
     [[nodiscard]] bool await_ready() const noexcept {
@@ -218,8 +194,6 @@ class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
   public:
     SendAwaiter(AsyncEndpoint& ep, std::size_t length, bool last) noexcept
         : ep_(ep), length_(length), last_(last) {}
-    SendAwaiter(const SendAwaiter&) = delete;
-    SendAwaiter& operator=(const SendAwaiter&) = delete;
     ~SendAwaiter() { ep_.forget(*this); }
     /// Room in the send queue: fewer than tx_depth sends outstanding (or another waiter).
     [[nodiscard]] bool await_ready() const noexcept {
@@ -246,8 +220,6 @@ class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
 class AsyncEndpoint::SendsDoneAwaiter : private AsyncEndpoint::Pending {
   public:
     explicit SendsDoneAwaiter(AsyncEndpoint& ep) noexcept : ep_(ep) {}
-    SendsDoneAwaiter(const SendsDoneAwaiter&) = delete;
-    SendsDoneAwaiter& operator=(const SendsDoneAwaiter&) = delete;
     ~SendsDoneAwaiter() { ep_.forget(*this); }
     [[nodiscard]] bool await_ready() const noexcept {
         return ep_.completed_sends_ == ep_.sent_ || ep_.failure_ || ep_.send_waiter_;

@@ -32,8 +32,6 @@ struct ClientRun {
     Clock::time_point waiting_since{};
 };
 
-// ================================================================== the ping-pong
-
 /// step06's checks of a reply (PingPong::on_completion): its length, then its --check pattern.
 void check_reply(const Received& reply, std::uint32_t i, const Options& o, ClientRun& run) {
     if (reply.bytes.size() != o.size) {
@@ -51,7 +49,6 @@ void check_reply(const Received& reply, std::uint32_t i, const Options& o, Clien
     }
 }
 
-//! [client_loop]
 /// The measured loop, one message at a time: wait for its --rate slot, send, await the reply,
 /// time the round trip. The send suspends only when tx_depth sends are outstanding; every
 /// co_await here is an awaiter in this frame, so a message allocates nothing.
@@ -83,9 +80,6 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
     const std::chrono::duration<double> elapsed = Clock::now() - start;
     run.seconds = elapsed.count();
 }
-//! [client_loop]
-
-// ================================================================== the report
 
 /// ibv_rc_pingpong's two summary lines and the latency table.
 void print_figures(const Options& o, const ClientRun& run) {
@@ -112,7 +106,6 @@ void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& 
     }
 }
 
-//! [watchdog]
 /// step06's --timeout, "no completion within --timeout": a second coroutine that sleeps until
 /// the client has waited --timeout for a completion. It wakes about once per --timeout, not per
 /// message (the client only moves waiting_since), and ends when the client looks silent.
@@ -127,7 +120,6 @@ Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds
                                                              : now + timeout);
     }
 }
-//! [watchdog]
 
 /// The server keeps the handshake's TCP connection open until it ends this client's session, and
 /// sends nothing on it after the handshake: readable means closed. (A QP that the server

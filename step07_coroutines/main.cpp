@@ -17,11 +17,9 @@
 
 namespace tutorial {
 
-/// client.cpp: one client against the server on o.host, on a one-thread reactor; returns the
-/// exit code.
+/// client.cpp: one client against the server on o.host; returns the exit code.
 int run_client(const Options& o);
 
-//! [run]
 /// The outline. Without a HOST, a server: one thread, one reactor (one epoll set),
 /// and one coroutine per client from its accept to its last line (Server::run, below). With a
 /// HOST, a client: step06's handshake, then one coroutine that ping-pongs (client.cpp).
@@ -39,15 +37,11 @@ int run(const Options& options) {
     }
     return run_client(options);
 }
-//! [run]
 
 // ========================================================================= the server
 
-//! [server_run]
-/// The accept loop, the watchdog and the async-event watch start as coroutines; the reactor runs
-/// rounds (wait, route every completion, THEN resume) until SIGINT/SIGTERM or --exit-after, and
-/// after each round housekeeping() reaps the clients whose coroutine ended. Then the shutdown, in
-/// its order.
+/// Reactor rounds until SIGINT/SIGTERM or --exit-after, each followed by housekeeping(), which
+/// reaps the clients whose coroutine ended; then the shutdown, in its order.
 int Server::run() {
     open_event_sources();  // the listener; the reactor made its epoll set
     accepting_ = accept_loop();
@@ -61,9 +55,7 @@ int Server::run() {
     print_totals();
     return kExitOk;  // a server stopped by SIGINT/SIGTERM has done its job
 }
-//! [server_run]
 
-//! [accept_loop]
 /// One coroutine accepts; each client gets a session and a coroutine of its own, started by
 /// putting its handle on the reactor's ready queue. The session owns the frame.
 Task<void> Server::accept_loop() {
@@ -79,7 +71,6 @@ Task<void> Server::accept_loop() {
         }
     }
 }
-//! [accept_loop]
 
 //! [serve_client]
 /// One client, from its accept to its last line, written as the straight line it is. Every
@@ -116,24 +107,20 @@ Task<void> Server::serve_client(ClientSession& s) {
 }
 //! [serve_client]
 
-//! [watchdog]
 /// A silent client wakes nobody: no completion comes. So once per --safety-ms one coroutine
 /// looks at every running client: its message count and its socket, nothing per message.
 Task<void> Server::watchdog() {
     for (;;) {
-        co_await reactor_.sleep_for(std::chrono::milliseconds(o_.safety_ms));
+        co_await reactor_.sleep_until(Clock::now() + std::chrono::milliseconds(o_.safety_ms));
         end_silent_sessions();
     }
 }
-//! [watchdog]
 
 //! [shutdown]
 /// SIGINT/SIGTERM (or --exit-after reached), in this order. Nothing is destroyed while a
 /// coroutine could still touch it, and every event is acked before its CQ goes.
 void Server::shut_down() {
-    // 1. Stop accepting (the SIGINT line was printed when it came): the accept loop's wait
-    //    ends with CancelledError.
-    reactor_.cancel(*listen_watch_, "the server stops accepting");
+    // 1. Stop accepting: no reactor round runs any more (the SIGINT line was printed then).
     // 2. Every QP to the error state: each outstanding request completes with a flush error.
     for (auto& [id, s] : sessions_) {
         s->aborted = true;
@@ -142,19 +129,16 @@ void Server::shut_down() {
         }
     }
     // 3. Client by client, its flush completions drained, those of the unsignaled sends and the
-    //    posted receives too. Its waiter is queued with the flush error, or, waiting on its
-    //    socket, with CancelledError.
+    //    posted receives too. Its waiter is queued with the flush error.
     for (auto& [id, s] : sessions_) {
         if (s->endpoint) {
             s->endpoint->cancel(kFlushTimeout);
         }
-        if (s->socket_watch) {
-            reactor_.cancel(*s->socket_watch, "the server shuts down");
-        }
     }
-    // 4. Resume every waiter (the watchdog's timer is cancelled too): each client's coroutine
-    //    prints "aborted by shutdown after K of N messages" and acks its events.
-    reactor_.cancel_waiters("the server shuts down");
+    // 4. Every waiter on a socket or a timer (the accept loop, the watchdog, a handshake) is
+    //    queued with CancelledError; then all resume: each client's coroutine prints "aborted by
+    //    shutdown after K of N messages" and acks its events.
+    reactor_.cancel_waiters();
     reactor_.ready().resume_all();
     // 5. The coroutine frames.
     accepting_.reset();
@@ -164,17 +148,13 @@ void Server::shut_down() {
         s->coroutine.reset();
     }
     // 6. The sessions: each one's socket, and its endpoint (QP, CQ, channel, MR, buffer), events
-    // acked; the device (PD, context) goes with the server.
+    //    acked. The listener and the device (PD, context) go with the server.
     sessions_.clear();
-    listen_watch_.reset();  // out of the epoll set, then closed
-    listen_.reset();
-    async_watch_.reset();
 }
 //! [shutdown]
 
 }  // namespace tutorial
 
-//! [main]
 int main(int argc, char** argv) {
     using namespace tutorial;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -194,4 +174,3 @@ int main(int argc, char** argv) {
         return kExitRdma;
     }
 }
-//! [main]

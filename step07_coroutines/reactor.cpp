@@ -8,40 +8,32 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <system_error>
 
 namespace tutorial {
 
-namespace {
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(), what);
-}
-
-}  // namespace
-
-Reactor::Reactor(std::chrono::milliseconds safety_period, std::size_t max_coroutines)
-    : safety_period_(safety_period), ready_(max_coroutines) {
+Reactor::Reactor(std::chrono::milliseconds safety_period)
+    : safety_period_(safety_period), ready_(kMaxCoroutines) {
     epoll_ = Socket(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_.get() < 0) {
-        throw_errno("epoll_create1");
+        throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
     next_sweep_ = Clock::now() + safety_period_;
 }
 
-void Reactor::watch(int fd, std::uint32_t events, Watch& watch) {
+void Reactor::watch(int fd, Watch& watch) {
     epoll_event ev{};
-    ev.events = events;  // level-triggered, as step06
+    ev.events = EPOLLIN;  // level-triggered, as step06
     ev.data.ptr = &watch;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-        throw_errno("epoll_ctl(ADD)");
+        throw std::system_error(errno, std::generic_category(), "epoll_ctl(ADD)");
     }
 }
 
 void Reactor::add_channel(ChannelClient& client) {
-    watch(client.channel_fd(), EPOLLIN, client.watch_);
+    watch(client.channel_fd(), client.watch_);
     client.watched_ = true;
-    client.prev_ = nullptr;
     client.next_ = channels_;
     if (channels_ != nullptr) {
         channels_->prev_ = &client;
@@ -82,7 +74,7 @@ void Reactor::run_round(const sigset_t& wait_mask) {
     int n = ::epoll_pwait2(epoll_.get(), events.data(), static_cast<int>(events.size()), &wait,
                            &wait_mask);
     if (n < 0 && errno != EINTR) {
-        throw_errno("epoll_pwait2");
+        throw std::system_error(errno, std::generic_category(), "epoll_pwait2");
     }
     const bool timed_out =
         n == 0 && timeout == safety_period_;  // a timer's end is no safety period
@@ -116,7 +108,6 @@ void Reactor::dispatch(const epoll_event& event) {
 }
 //! [reactor_loop]
 
-//! [safety_net]
 /// step06's safety net: when epoll_pwait2 timed out, or once per safety period for a channel
 /// quiet that long, poll its CQ anyway (AsyncEndpoint::safety_net: a queued event first).
 void Reactor::safety_net_sweep(bool timed_out, Clock::time_point now) {
@@ -132,7 +123,6 @@ void Reactor::safety_net_sweep(bool timed_out, Clock::time_point now) {
     }
     next_sweep_ = now + safety_period_;
 }
-//! [safety_net]
 
 // ====================================================================== fd and timer waiters
 
@@ -140,7 +130,7 @@ void Reactor::safety_net_sweep(bool timed_out, Clock::time_point now) {
 // its head is the next timer.
 void Reactor::link(Waiter& waiter) {
     if (waiter.fd_ != nullptr) {
-        watch(waiter.fd_->fd_, waiter.events_, waiter.fd_->watch_);  // first: it may throw
+        watch(waiter.fd_->fd_, waiter.fd_->watch_);  // first: it may throw
         waiter.fd_->waiter_ = &waiter;
     }
     Waiter* after = nullptr;  // insert after the last waiter due no later than this one
@@ -192,16 +182,8 @@ Clock::duration Reactor::to_next_timer() const {
                                : Clock::duration::max();
 }
 
-void Reactor::cancel(FdWatch& fd, const char* why) {
-    if (Waiter* w = fd.waiter_) {
-        w->why_ = why;
-        wake(*w, Waiter::Outcome::cancelled);
-    }
-}
-
-void Reactor::cancel_waiters(const char* why) {
+void Reactor::cancel_waiters() {
     while (waiters_ != nullptr) {
-        waiters_->why_ = why;
         wake(*waiters_, Waiter::Outcome::cancelled);
     }
 }
@@ -212,7 +194,7 @@ FdWatch::~FdWatch() {
         return;
     }
     try {
-        reactor_.cancel(*this, "its socket was closed");
+        reactor_.wake(*w, Waiter::Outcome::cancelled);
     } catch (const std::exception& e) {  // a full ReadyQueue: say so, never throw from here
         std::fprintf(stderr, "FdWatch: %s\n", e.what());
     }
@@ -221,7 +203,6 @@ FdWatch::~FdWatch() {
 
 void Waiter::suspend(std::coroutine_handle<> handle) {
     handle_ = handle;
-    outcome_ = Outcome::waiting;
     reactor_.link(*this);
 }
 
@@ -236,7 +217,7 @@ Waiter::Outcome Waiter::resumed() {
                                " while one already does");
     }
     if (outcome_ == Outcome::cancelled) {
-        throw CancelledError(why_);
+        throw CancelledError();
     }
     return outcome_;
 }

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "cq_events.hpp"
@@ -20,13 +19,12 @@
 
 namespace tutorial {
 
-//! [ready_queue]
 /// The coroutines that may run: a ring of handles with a capacity fixed at construction, so
 /// that a push never allocates. A coroutine waits on one thing at a time, so the capacity
-/// needed is the number of coroutines alive at once (the Reactor's max_coroutines).
+/// needed is the number of coroutines alive at once (the Reactor's kMaxCoroutines).
 class ReadyQueue {
   public:
-    explicit ReadyQueue(std::size_t capacity) : ring_(capacity == 0 ? 1 : capacity) {}
+    explicit ReadyQueue(std::size_t capacity) : ring_(capacity) {}
 
     /// \throws std::length_error when full: more coroutines than the capacity says.
     void push(std::coroutine_handle<> handle) {
@@ -36,21 +34,14 @@ class ReadyQueue {
         ring_[(head_ + size_) % ring_.size()] = handle;
         ++size_;
     }
-    /// The oldest handle, or a null handle when empty.
-    std::coroutine_handle<> pop() noexcept {
-        if (size_ == 0) {
-            return {};
-        }
-        const std::coroutine_handle<> handle = ring_[head_];
-        head_ = (head_ + 1) % ring_.size();
-        --size_;
-        return handle;
-    }
     /// Resumes every queued coroutine, oldest first, until the queue is empty (a resumed
     /// coroutine may queue others, e.g. by starting them). Skips forgotten entries.
     void resume_all() {
         while (size_ != 0) {
-            if (const std::coroutine_handle<> handle = pop()) {
+            const std::coroutine_handle<> handle = ring_[head_];
+            head_ = (head_ + 1) % ring_.size();
+            --size_;
+            if (handle) {
                 handle.resume();
             }
         }
@@ -70,7 +61,6 @@ class ReadyQueue {
     std::size_t head_ = 0;
     std::size_t size_ = 0;
 };
-//! [ready_queue]
 
 //! [drain_then_resume]
 /// step06's channel protocol (cq_events.hpp's service_channel: every event until EAGAIN, re-arm,
@@ -90,10 +80,10 @@ ChannelPass service_and_route(Source& source, CqEventTracker& tracker, std::span
 }
 //! [drain_then_resume]
 
-/// A wait that cancel(), cancel_waiters() or the end of its FdWatch ended. Exit kExitInterrupted.
+/// A wait that cancel_waiters() or the end of its FdWatch ended. Exit kExitInterrupted.
 class CancelledError : public TutorialError {
   public:
-    explicit CancelledError(const std::string& what) : TutorialError(kExitInterrupted, what) {}
+    CancelledError() : TutorialError(kExitInterrupted, "the wait was cancelled") {}
 };
 
 /// What an epoll entry's data.ptr points at: which kind of source, and its owner.
@@ -106,7 +96,6 @@ struct Watch {
 class Reactor;
 class Waiter;
 
-//! [fd_watch]
 /// The right to await an fd: while a coroutine waits on it, the fd is in the reactor's epoll set.
 /// Declare it AFTER the fd's owner (a Socket), so that C++ destroys it first: its destructor
 /// ends any wait (CancelledError) and takes the fd out of the set while the fd is still open. A
@@ -126,7 +115,6 @@ class FdWatch {
     Watch watch_{Watch::Kind::fd, this};
     Waiter* waiter_ = nullptr;  // one coroutine at a time
 };
-//! [fd_watch]
 
 /// A connection's completion queue as the reactor sees it (AsyncEndpoint). The reactor calls
 /// these in its routing phase only: they route completions (ReadyQueue pushes), resume nothing.
@@ -140,10 +128,7 @@ class ChannelClient {
     virtual std::uint64_t safety_net(ReadyQueue& ready) = 0;
 
   protected:
-    ChannelClient() = default;
     ~ChannelClient() = default;
-    ChannelClient(const ChannelClient&) = delete;
-    ChannelClient& operator=(const ChannelClient&) = delete;
 
   private:
     friend class Reactor;
@@ -163,8 +148,8 @@ class Waiter {
     Waiter& operator=(const Waiter&) = delete;
 
   protected:
-    Waiter(Reactor& reactor, FdWatch* fd, std::uint32_t events, Clock::time_point deadline) noexcept
-        : reactor_(reactor), fd_(fd), events_(events), deadline_(deadline) {}
+    Waiter(Reactor& reactor, FdWatch* fd, Clock::time_point deadline) noexcept
+        : reactor_(reactor), fd_(fd), deadline_(deadline) {}
     ~Waiter();  // a frame destroyed while it waits: unlinked, its epoll entry and queue entry gone
     void suspend(std::coroutine_handle<> handle);  // links it (and watches the fd)
     /// After the resume: \throws CancelledError when cancelled; std::logic_error when it did not
@@ -178,61 +163,48 @@ class Waiter {
     friend class FdWatch;
     Reactor& reactor_;
     FdWatch* fd_;                 // null: a pure timer (or its FdWatch is gone)
-    std::uint32_t events_;        // EPOLLIN (0 for a timer)
     Clock::time_point deadline_;  // Clock::time_point::max(): none
     std::coroutine_handle<> handle_;
     Outcome outcome_ = Outcome::waiting;
-    bool linked_ = false;   // in the reactor's list (and, with an fd, in the epoll set)
-    bool queued_ = false;   // on the ReadyQueue, not yet resumed
-    const char* why_ = "";  // cancelled: the reason given to cancel()
+    bool linked_ = false;  // in the reactor's list (and, with an fd, in the epoll set)
+    bool queued_ = false;  // on the ReadyQueue, not yet resumed
     Waiter* prev_ = nullptr;
     Waiter* next_ = nullptr;
 };
 
-/// `co_await reactor.readable(watch, deadline)`: true when the fd is ready,
-/// false when the deadline passed first. \throws CancelledError after cancel(),
-/// cancel_waiters() or the end of its FdWatch; std::logic_error when another coroutine
-/// already awaits the same FdWatch.
+/// `co_await reactor.readable(watch, deadline)`: true when the fd is ready, false when the
+/// deadline passed first. \throws CancelledError after cancel_waiters() or the end of its
+/// FdWatch; std::logic_error when another coroutine already awaits the same FdWatch.
 class FdAwaiter : private Waiter {
   public:
-    FdAwaiter(Reactor& reactor, FdWatch& fd, std::uint32_t events,
-              Clock::time_point deadline) noexcept
-        : Waiter(reactor, &fd, events, deadline) {}
+    FdAwaiter(Reactor& reactor, FdWatch& fd, Clock::time_point deadline) noexcept
+        : Waiter(reactor, &fd, deadline) {}
     /// True only when another coroutine waits on the fd: await_resume() then throws.
     bool await_ready() const noexcept { return fd_busy(); }
     void await_suspend(std::coroutine_handle<> handle) { suspend(handle); }
     bool await_resume() { return resumed() == Outcome::ready; }
 };
 
-/// `co_await reactor.sleep_for(d)` / `sleep_until(t)`. \throws CancelledError after
-/// cancel_waiters().
+/// `co_await reactor.sleep_until(t)`. \throws CancelledError after cancel_waiters().
 class SleepAwaiter : private Waiter {
   public:
     SleepAwaiter(Reactor& reactor, Clock::time_point when) noexcept
-        : Waiter(reactor, nullptr, 0, when) {}
+        : Waiter(reactor, nullptr, when) {}
     bool await_ready() const noexcept { return Clock::now() >= deadline(); }
     void await_suspend(std::coroutine_handle<> handle) { suspend(handle); }
     void await_resume() { (void)resumed(); }
 };
 
-//! [reactor]
-/// The one-thread event loop. Each round (run_round):
-///   1. wait in epoll_pwait2 until the next timer, at most a safety period (event mode, as
-///      step06's server);
-///   2. route: a ready fd marks its awaiter ready; a readable channel is serviced by step06's
-///      protocol and each completion routed to its waiter; expired timers; the safety net polls
-///      channels quiet for a safety period. All of it only pushes waiting coroutines on the
-///      ReadyQueue;
-///   3. THEN resume them all (ReadyQueue::resume_all), after every drain of the round.
-/// SIGINT and SIGTERM are the program's (tcp.hpp's handlers set g_stop_signal): the reactor
-/// blocks them while it runs and lets them in only inside epoll_pwait2, so one that comes at any
-/// other moment ends the next wait at once. It changes nothing else of the process.
+/// The one-thread event loop. Each round (run_round) waits in epoll_pwait2, routes every ready
+/// source (pushes on the ReadyQueue), THEN resumes the queue. SIGINT and SIGTERM (tcp.hpp's
+/// handlers set g_stop_signal) are blocked while it runs and let in only inside epoll_pwait2, so
+/// one that comes at any other moment ends the next wait at once.
 class Reactor {
   public:
+    /// The ReadyQueue's capacity: coroutines alive at once.
+    static constexpr std::size_t kMaxCoroutines = 4096;
     /// \p safety_period: epoll_pwait2's timeout and the safety net's period (--safety-ms).
-    explicit Reactor(std::chrono::milliseconds safety_period, std::size_t max_coroutines = 4096);
-    Reactor(const Reactor&) = delete;
-    Reactor& operator=(const Reactor&) = delete;
+    explicit Reactor(std::chrono::milliseconds safety_period);
 
     /// Runs rounds until `done()` is true. done() is called before each round, after its resume
     /// phase: the place for housekeeping (reaping ended connections) and for g_stop_signal.
@@ -252,20 +224,14 @@ class Reactor {
     /// The awaiter for a readable socket. \p deadline: Clock::time_point::max() for none.
     [[nodiscard]] FdAwaiter readable(FdWatch& fd,
                                      Clock::time_point deadline = Clock::time_point::max()) {
-        return FdAwaiter(*this, fd, EPOLLIN, deadline);
+        return FdAwaiter(*this, fd, deadline);
     }
     [[nodiscard]] SleepAwaiter sleep_until(Clock::time_point when) {
         return SleepAwaiter(*this, when);
     }
-    [[nodiscard]] SleepAwaiter sleep_for(Clock::duration duration) {
-        return SleepAwaiter(*this, Clock::now() + duration);
-    }
 
-    /// Resumes the waiter on \p fd, if any, with CancelledError \p why (e.g. the listener: stop
-    /// accepting).
-    void cancel(FdWatch& fd, const char* why);
     /// Resumes every fd and timer waiter with CancelledError (shutdown, step 4).
-    void cancel_waiters(const char* why);
+    void cancel_waiters();
 
     /// \p client's channel joins the epoll set and the safety net's list. As an FdWatch's, it
     /// must leave (remove_channel()) while its fd is still open.
@@ -285,7 +251,7 @@ class Reactor {
     void unlink(Waiter& waiter) noexcept;
     void wake(Waiter& waiter, Waiter::Outcome outcome);
     [[nodiscard]] Clock::duration to_next_timer() const;
-    void watch(int fd, std::uint32_t events, Watch& watch);
+    void watch(int fd, Watch& watch);
 
     std::chrono::milliseconds safety_period_;
     ReadyQueue ready_;
@@ -295,6 +261,5 @@ class Reactor {
     ChannelClient* channels_ = nullptr;
     Clock::time_point next_sweep_{};
 };
-//! [reactor]
 
 }  // namespace tutorial

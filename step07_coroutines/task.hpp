@@ -8,9 +8,6 @@
 
 namespace tutorial {
 
-template <typename T = void>
-class Task;
-
 namespace detail {
 
 //! [task_promise]
@@ -37,33 +34,37 @@ struct PromiseBase {
 
     /// An exception that leaves the body is kept and rethrown to the awaiter.
     void unhandled_exception() noexcept { error = std::current_exception(); }
+    void rethrow_error() const {
+        if (error) {
+            std::rethrow_exception(error);
+        }
+    }
 };
 
+/// get_return_object() gives the frame's handle, from which the caller's Task<T> is made.
 template <typename T>
 struct Promise : PromiseBase {
     std::optional<T> value;
-    Task<T> get_return_object() noexcept;
+    auto get_return_object() noexcept {
+        return std::coroutine_handle<Promise>::from_promise(*this);
+    }
     template <typename U>
     void return_value(U&& result) {
         value.emplace(std::forward<U>(result));
     }
     T take() {
-        if (error) {
-            std::rethrow_exception(error);
-        }
+        rethrow_error();
         return std::move(*value);
     }
 };
 
 template <>
 struct Promise<void> : PromiseBase {
-    Task<void> get_return_object() noexcept;
-    void return_void() noexcept {}
-    void take() {
-        if (error) {
-            std::rethrow_exception(error);
-        }
+    auto get_return_object() noexcept {
+        return std::coroutine_handle<Promise>::from_promise(*this);
     }
+    void return_void() noexcept {}
+    void take() const { rethrow_error(); }
 };
 //! [task_promise]
 
@@ -76,38 +77,33 @@ struct Promise<void> : PromiseBase {
 /// ends, the awaiter continues by symmetric transfer (await_suspend returns a handle), so a chain
 /// of awaited tasks does not nest resume() calls. The per-message path of this step awaits no
 /// Task, only awaiters: a Task allocates a frame, once per connection.
-template <typename T>
+template <typename T = void>
 class [[nodiscard]] Task {
   public:
     using promise_type = detail::Promise<T>;
     using Handle = std::coroutine_handle<promise_type>;
 
     Task() = default;
-    explicit Task(Handle handle) noexcept : handle_(handle) {}
+    Task(Handle handle) noexcept : handle_(handle) {}  // what get_return_object() gives
     Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
-    Task& operator=(Task&& other) noexcept {
-        if (this != &other) {
-            reset();
-            handle_ = std::exchange(other.handle_, {});
-        }
+    /// Takes \p other's frame; this task's old frame goes with \p other.
+    Task& operator=(Task other) noexcept {
+        std::swap(handle_, other.handle_);
         return *this;
     }
-    Task(const Task&) = delete;
-    Task& operator=(const Task&) = delete;
     ~Task() { reset(); }
 
     /// The awaiter of `co_await task`: remember who awaits, then transfer to the task's body.
     struct Awaiter {
         Handle task;
-        bool await_ready() const noexcept { return !task || task.done(); }
+        bool await_ready() const noexcept { return false; }  // lazy: its body has not run
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
             task.promise().continuation = awaiting;
             return task;  // symmetric transfer: resume the task without growing the stack
         }
         T await_resume() { return task.promise().take(); }
     };
-    Awaiter operator co_await() & noexcept { return Awaiter{handle_}; }
-    Awaiter operator co_await() && noexcept { return Awaiter{handle_}; }
+    Awaiter operator co_await() const noexcept { return Awaiter{handle_}; }
 
     /// The frame's handle, for Reactor::spawn(); the Task still owns the frame.
     [[nodiscard]] std::coroutine_handle<> handle() const noexcept { return handle_; }
@@ -126,15 +122,5 @@ class [[nodiscard]] Task {
     Handle handle_;
 };
 //! [task]
-
-namespace detail {
-template <typename T>
-Task<T> Promise<T>::get_return_object() noexcept {
-    return Task<T>(Task<T>::Handle::from_promise(*this));
-}
-inline Task<void> Promise<void>::get_return_object() noexcept {
-    return Task<void>(Task<void>::Handle::from_promise(*this));
-}
-}  // namespace detail
 
 }  // namespace tutorial

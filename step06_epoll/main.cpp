@@ -61,9 +61,9 @@ int Server::run() {
         for (int i = 0; i < n; ++i) {
             dispatch(ready[static_cast<std::size_t>(i)].data.u64);
         }
-        end_silent_sessions();
         const auto now = Clock::now();
-        if (n == 0 || now >= next_sweep) {
+        if (n == 0 || now >= next_sweep) {  // the timeouts, once per safety period
+            end_silent_sessions();
             safety_net_sweep(n == 0);
             next_sweep = now + std::chrono::milliseconds(o_.safety_ms);
         }
@@ -142,7 +142,8 @@ void Server::dispatch(std::uint64_t data) {
 //! [on_channel]
 void Server::on_channel(ClientSession& s) {
     std::array<ibv_wc, 16> batch{};
-    std::vector<ibv_wc> completions;
+    std::vector<ibv_wc>& completions = completions_;  // kept, with its capacity
+    completions.clear();
     try {
         tutorial::service_channel(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
                                   [&](const ibv_wc& wc) { completions.push_back(wc); });

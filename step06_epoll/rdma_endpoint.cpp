@@ -156,7 +156,7 @@ void RDMAEndpoint::create_channel() {
     if (!channel_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_comp_channel");
     }
-    // Non-blocking, so that an event loop can call ibv_get_cq_event until EAGAIN.
+    // Non-blocking: with no event queued, ibv_get_cq_event fails with EAGAIN instead of blocking.
     const int flags = ::fcntl(channel_->fd, F_GETFL);
     if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");

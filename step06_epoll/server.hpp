@@ -107,6 +107,7 @@ class Server {
     Socket spare_fd_{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
     Socket signal_fd_;
     std::map<std::uint64_t, ClientSession> sessions_;
+    std::vector<ibv_wc> completions_;  // on_channel()'s: reused, so no allocation per message
     std::uint64_t next_id_ = 1;
     bool stopping_ = false;
     std::uint32_t ended_ = 0;

@@ -140,14 +140,13 @@ template <typename Source, typename W, typename OnCompletion>
 ChannelPass service_channel(Source& source, CqEventTracker& tracker, std::span<W> batch,
                             OnCompletion&& on_completion) {
     ChannelPass pass;
-    // 1. Take every queued event: the fd stays readable until they are all read.
-    while (source.get_event()) {
-        tracker.on_event();
-        ++pass.events;
-    }
-    if (pass.events == 0) {
+    // 1. Take one event: an armed CQ raises one, then no more until step 2 re-arms it. (After a
+    //    safety-net re-arm a second can wait: the fd stays readable, and the next pass takes it.)
+    if (!source.get_event()) {
         return pass;  // a spurious wake-up: nothing to re-arm, nothing to ack
     }
+    tracker.on_event();
+    pass.events = 1;
     // 2. Re-arm BEFORE draining: a CQE that lands after the last poll then
     //    raises a new event instead of sleeping in the CQ unnoticed.
     source.request_notify();

@@ -63,7 +63,7 @@ class ReadyQueue {
 };
 
 //! [drain_then_resume]
-/// step06's channel protocol (cq_events.hpp's service_channel: every event until EAGAIN, re-arm,
+/// step06's channel protocol (cq_events.hpp's service_channel: the event, re-arm,
 /// drain, ack in batches), with each completion ROUTED, never resumed: `route(wc)` stores the
 /// completion in its waiter's state and returns the waiting coroutine (or a null handle), which
 /// goes on the ReadyQueue. Nothing runs inside the drain, so a coroutine that posts, or ends and

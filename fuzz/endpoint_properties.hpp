@@ -20,9 +20,7 @@ namespace fuzz {
 
 inline std::uint64_t load_be(const std::uint8_t* at, int bytes) {
     std::uint64_t value = 0;
-    for (int i = 0; i < bytes; ++i) {
-        value = value << 8 | at[i];
-    }
+    for (int i = 0; i < bytes; ++i) { value = value << 8 | at[i]; }
     return value;
 }
 
@@ -51,9 +49,7 @@ inline void check_handshake_v3(const std::uint8_t* data, std::size_t size) {
         if (std::memcmp(again.data(), data, size) != 0) {
             property_failed("encode(decode(x)) != x");
         }
-    } catch (const TutorialError& e) {
-        expect_peer_error(e);
-    }
+    } catch (const TutorialError& e) { expect_peer_error(e); }
 
     // Any valid info survives the trip: fields taken from the input, then made valid.
     if (size >= 53) {
@@ -72,9 +68,7 @@ inline void check_handshake_v3(const std::uint8_t* data, std::size_t size) {
         if (local.addr + local.length < local.addr) {
             local.length = 0 - local.addr;  // ends exactly at 2^64, the largest valid buffer
         }
-        if (local.length == 0) {
-            local.length = 1;
-        }
+        if (local.length == 0) { local.length = 1; }
         PeerInfo back;
         try {
             back = decode_handshake_v3(encode_handshake_v3(local));
@@ -82,9 +76,7 @@ inline void check_handshake_v3(const std::uint8_t* data, std::size_t size) {
             std::fprintf(stderr, "decode(encode(x)) threw: %s\n", e.what());
             property_failed("decode(encode(x)) rejected a valid info");
         }
-        if (!(back == local)) {
-            property_failed("decode(encode(x)) != x");
-        }
+        if (!(back == local)) { property_failed("decode(encode(x)) != x"); }
         // The mismatch line: empty exactly when every announced (non-zero) -s and -n agree.
         PeerInfo peer = local;
         peer.message_size = static_cast<std::uint32_t>(load_be(data + 49, 4));

@@ -43,9 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             differs.first == message.end()
                 ? std::nullopt
                 : std::optional<std::size_t>(differs.first - message.begin());
-        if (bad != first) {
-            property_failed("find_pattern_mismatch disagrees with fill_pattern");
-        }
+        if (bad != first) { property_failed("find_pattern_mismatch disagrees with fill_pattern"); }
         if (find_pattern_mismatch(expected, iteration)) {
             property_failed("fill_pattern's own message fails the check");
         }

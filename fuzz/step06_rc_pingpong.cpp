@@ -62,9 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             fuzz::property_failed("printable_bytes let a control byte through");
         }
     }
-    if (quoted.size() > 64 * 4 + 5) {
-        fuzz::property_failed("printable_bytes is not bounded");
-    }
+    if (quoted.size() > 64 * 4 + 5) { fuzz::property_failed("printable_bytes is not bounded"); }
 
     // The first 5 bytes choose the iteration and the side, the rest is the received message.
     if (size >= 5) {

@@ -42,9 +42,7 @@ struct GidEntry {
 
 // "127.0.0.1" for ::ffff:127.0.0.1, nothing for any other GID.
 [[nodiscard]] inline std::optional<std::string> ipv4_of(const std::array<std::uint8_t, 16>& gid) {
-    if (!is_ipv4_mapped(gid)) {
-        return std::nullopt;
-    }
+    if (!is_ipv4_mapped(gid)) { return std::nullopt; }
     char text[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, gid.data() + 12, text, sizeof text);
     return std::string(text);
@@ -61,32 +59,22 @@ struct GidChoice {
 // IB); zero GIDs are skipped, and the lowest index wins among equals. Nothing when none is valid.
 [[nodiscard]] inline std::optional<GidChoice> choose_gid(std::span<const GidEntry> table) {
     const auto rank = [](const GidEntry& entry) {
-        if (entry.type == IBV_GID_TYPE_ROCE_V2) {
-            return is_ipv4_mapped(entry.gid) ? 0 : 1;
-        }
+        if (entry.type == IBV_GID_TYPE_ROCE_V2) { return is_ipv4_mapped(entry.gid) ? 0 : 1; }
         return 2;
     };
     const GidEntry* best = nullptr;
     for (const GidEntry& entry : table) {
-        if (is_zero_gid(entry.gid)) {
-            continue;
-        }
+        if (is_zero_gid(entry.gid)) { continue; }
         if (best == nullptr || rank(entry) < rank(*best) ||
             (rank(entry) == rank(*best) && entry.index < best->index)) {
             best = &entry;
         }
     }
-    if (best == nullptr) {
-        return std::nullopt;
-    }
+    if (best == nullptr) { return std::nullopt; }
     std::string reason;
     switch (rank(*best)) {
-        case 0:
-            reason = "RoCE v2 with an IPv4-mapped address";
-            break;
-        case 1:
-            reason = "RoCE v2 with an IPv6 address; no IPv4-mapped RoCE v2 entry";
-            break;
+        case 0: reason = "RoCE v2 with an IPv4-mapped address"; break;
+        case 1: reason = "RoCE v2 with an IPv6 address; no IPv4-mapped RoCE v2 entry"; break;
         default:
             reason = best->type == IBV_GID_TYPE_IB
                          ? "InfiniBand GID; inside a subnet the LID is enough"
@@ -99,9 +87,7 @@ struct GidChoice {
                                                      const std::optional<GidChoice>& choice) {
     std::string line =
         "recommended GID index for " + device + " port " + std::to_string(port) + ": ";
-    if (!choice) {
-        return line + "none (the GID table has no valid entry)";
-    }
+    if (!choice) { return line + "none (the GID table has no valid entry)"; }
     return line + std::to_string(choice->index) + " (" + choice->reason + ")";
 }
 //! [gid_choice]

@@ -45,9 +45,7 @@ void run(const Options& options) {
         const Context context = open_device(device);
         const ibv_device_attr_ex attr_ex = query_device(context.get());
         const int port_count = attr_ex.orig_attr.phys_port_cnt;
-        if (options.ib_port != 0) {
-            check_port(name, options.ib_port, port_count);
-        }
+        if (options.ib_port != 0) { check_port(name, options.ib_port, port_count); }
         print_device(device, attr_ex, options.verbose);
         const std::vector<ibv_port_attr> ports = query_ports(context.get(), port_count);
         for (int port = 1; port <= port_count; ++port) {
@@ -69,9 +67,7 @@ void run(const Options& options) {
     std::vector<std::string> names;
     if (DIR* dir = opendir("/sys/class/infiniband")) {
         while (const dirent* entry = readdir(dir)) {
-            if (entry->d_name[0] != '.') {
-                names.emplace_back(entry->d_name);
-            }
+            if (entry->d_name[0] != '.') { names.emplace_back(entry->d_name); }
         }
         closedir(dir);
     }
@@ -81,9 +77,7 @@ void run(const Options& options) {
 
 [[nodiscard]] std::string join(const std::vector<std::string>& items) {
     std::string text;
-    for (const std::string& item : items) {
-        text += (text.empty() ? "" : ", ") + item;
-    }
+    for (const std::string& item : items) { text += (text.empty() ? "" : ", ") + item; }
     return text;
 }
 
@@ -118,14 +112,10 @@ void run(const Options& options) {
 // The devices to show: all of them, or the one named (an unknown name lists those that exist).
 [[nodiscard]] std::vector<ibv_device*> select_devices(std::span<ibv_device* const> devices,
                                                       const std::string& name) {
-    if (name.empty()) {
-        return {devices.begin(), devices.end()};
-    }
+    if (name.empty()) { return {devices.begin(), devices.end()}; }
     std::vector<std::string> found;
     for (ibv_device* device : devices) {
-        if (name == ibv_get_device_name(device)) {
-            return {device};
-        }
+        if (name == ibv_get_device_name(device)) { return {device}; }
         found.emplace_back(ibv_get_device_name(device));
     }
     throw TutorialError(kExitNoSuchDevice,
@@ -135,9 +125,7 @@ void run(const Options& options) {
 //! [open_context]
 [[nodiscard]] Context open_device(ibv_device* device) {
     Context context(ibv_open_device(device));
-    if (!context) {
-        throw std::system_error(errno, std::generic_category(), "ibv_open_device");
-    }
+    if (!context) { throw std::system_error(errno, std::generic_category(), "ibv_open_device"); }
     return context;
 }
 //! [open_context]
@@ -192,9 +180,7 @@ void check_port(const std::string& device, int port, int port_count) {
     std::vector<GidEntry> table;
     for (ssize_t i = 0; i < count; ++i) {
         const ibv_gid_entry& entry = entries[static_cast<std::size_t>(i)];
-        if (entry.port_num != static_cast<std::uint32_t>(port)) {
-            continue;
-        }
+        if (entry.port_num != static_cast<std::uint32_t>(port)) { continue; }
         GidEntry row;
         row.index = entry.gid_index;
         std::memcpy(row.gid.data(), entry.gid.raw, row.gid.size());
@@ -243,9 +229,7 @@ int main(int argc, char** argv) {
     } catch (const TutorialError& e) {
         std::cout.flush();
         std::cerr << kProgram << ": " << e.what() << '\n';
-        if (!e.hint().empty()) {
-            std::cerr << "hint: " << e.hint() << '\n';
-        }
+        if (!e.hint().empty()) { std::cerr << "hint: " << e.hint() << '\n'; }
         return e.exit_code();
     } catch (const std::system_error& e) {
         std::cout.flush();

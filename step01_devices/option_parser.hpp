@@ -60,15 +60,11 @@ template <typename Apply>
     optind = 0;  // 0, not 1: glibc then fully restarts the scan (the unit tests parse many times)
     for (;;) {
         const int c = getopt_long(argc, argv, short_options, long_options, nullptr);
-        if (c == -1) {
-            break;
-        }
+        if (c == -1) { break; }
         if (c == ':') {
             throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
         }
-        if (c == '?') {
-            throw UsageError(unknown_option_text(argv));
-        }
+        if (c == '?') { throw UsageError(unknown_option_text(argv)); }
         apply(c, std::string_view(optarg != nullptr ? optarg : ""));
     }
     std::vector<std::string> operands(argv + optind, argv + argc);

@@ -35,18 +35,12 @@ struct Options {
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
 inline void apply_option(Options& options, int c, std::string_view value) {
     switch (c) {
-        case 'd':
-            options.device_name = value;
-            break;
+        case 'd': options.device_name = value; break;
         case 'i':
             options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
             break;
-        case 'v':
-            options.verbose = true;
-            break;
-        case 'h':
-            options.help = true;
-            break;
+        case 'v': options.verbose = true; break;
+        case 'h': options.help = true; break;
     }
 }
 

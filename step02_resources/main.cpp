@@ -135,12 +135,8 @@ void check_limits(const Options& options, const ibv_device_attr& attr) {
 // "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
 [[nodiscard]] std::string memlock_limit_text() {
     rlimit limit{};
-    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
-        return "unknown";
-    }
-    if (limit.rlim_cur == RLIM_INFINITY) {
-        return "unlimited";
-    }
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) { return "unknown"; }
+    if (limit.rlim_cur == RLIM_INFINITY) { return "unlimited"; }
     return std::to_string(limit.rlim_cur / 1024) + " KiB";
 }
 
@@ -170,9 +166,7 @@ void check_limits(const Options& options, const ibv_device_attr& attr) {
 // far are destroyed by Resources' members on the way out.
 [[nodiscard]] QueuePairCaps build_resources(Resources& resources, const Options& options) {
     resources.pd.reset(ibv_alloc_pd(resources.context.get()));
-    if (!resources.pd) {
-        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
-    }
+    if (!resources.pd) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
     const std::size_t page = page_size();
     const std::size_t allocated = (options.size + page - 1) / page * page;
     resources.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
@@ -183,14 +177,10 @@ void check_limits(const Options& options, const ibv_device_attr& attr) {
     // Least privilege: only this process's own receives may write into the buffer.
     resources.mr.reset(ibv_reg_mr(resources.pd.get(), resources.buffer.get(), options.size,
                                   IBV_ACCESS_LOCAL_WRITE));
-    if (!resources.mr) {
-        throw_reg_mr_error(errno, options.size);
-    }
+    if (!resources.mr) { throw_reg_mr_error(errno, options.size); }
     const int cq_entries = options.rx_depth + options.tx_depth;
     resources.cq.reset(ibv_create_cq(resources.context.get(), cq_entries, nullptr, nullptr, 0));
-    if (!resources.cq) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
-    }
+    if (!resources.cq) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
     ibv_qp_init_attr init_attr{};
     init_attr.send_cq = resources.cq.get();
     init_attr.recv_cq = resources.cq.get();
@@ -203,9 +193,7 @@ void check_limits(const Options& options, const ibv_device_attr& attr) {
     QueuePairCaps caps;
     caps.requested = init_attr.cap;
     resources.qp.reset(ibv_create_qp(resources.pd.get(), &init_attr));
-    if (!resources.qp) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
+    if (!resources.qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     // RESET -> INIT: bind the QP to a port and P_Key; no remote access is allowed yet.
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
@@ -297,9 +285,7 @@ int main(int argc, char** argv) {
     } catch (const TutorialError& e) {
         std::cout.flush();
         std::cerr << kProgram << ": " << e.what() << '\n';
-        if (!e.hint().empty()) {
-            std::cerr << "hint: " << e.hint() << '\n';
-        }
+        if (!e.hint().empty()) { std::cerr << "hint: " << e.hint() << '\n'; }
         return e.exit_code();
     } catch (const std::system_error& e) {
         std::cout.flush();

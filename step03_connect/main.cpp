@@ -196,9 +196,7 @@ void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::s
     for (int done = 0; done < 2;) {
         ibv_wc wc{};
         const int n = ibv_poll_cq(resources.cq.get(), 1, &wc);
-        if (n < 0) {
-            throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-        }
+        if (n < 0) { throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq"); }
         if (n == 0) {
             throw_if_stopped();
             if (Clock::now() >= deadline) {
@@ -208,9 +206,7 @@ void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::s
             }
             continue;
         }
-        if (wc.status != IBV_WC_SUCCESS) {
-            throw_wc_error(wc, wc.wr_id == 1);
-        }
+        if (wc.status != IBV_WC_SUCCESS) { throw_wc_error(wc, wc.wr_id == 1); }
         ++done;
         if (wc.opcode == IBV_WC_RECV) {
             const auto* text = reinterpret_cast<const char*>(resources.buffer.get() + size / 2);
@@ -242,9 +238,7 @@ int main(int argc, char** argv) {
         std::cout.flush();
         std::fflush(stdout);
         std::cerr << kProgram << ": " << e.what() << '\n';
-        if (!e.hint().empty()) {
-            std::cerr << "hint: " << e.hint() << '\n';
-        }
+        if (!e.hint().empty()) { std::cerr << "hint: " << e.hint() << '\n'; }
         return e.exit_code();
     } catch (const std::system_error& e) {
         std::cout.flush();

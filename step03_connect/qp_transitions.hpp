@@ -82,9 +82,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 // -m 1024 -> IBV_MTU_1024; nothing for a size that is not an IB MTU.
 [[nodiscard]] inline std::optional<ibv_mtu> mtu_from_bytes(int bytes) {
     for (const ibv_mtu mtu : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096}) {
-        if (mtu_bytes(mtu) == bytes) {
-            return mtu;
-        }
+        if (mtu_bytes(mtu) == bytes) { return mtu; }
     }
     return std::nullopt;
 }

@@ -44,12 +44,10 @@ namespace tutorial {
             return "the peer's QP stopped acknowledging (after retries): the peer process died or "
                    "was killed, the network link between the hosts is down, or the path (GID, MTU) "
                    "is wrong";
-        case IBV_WC_RNR_RETRY_EXC_ERR:
-            return "the peer had no receive posted for too long";
+        case IBV_WC_RNR_RETRY_EXC_ERR: return "the peer had no receive posted for too long";
         case IBV_WC_WR_FLUSH_ERR:
             return "the QP was already in the error state; an earlier completion says why";
-        default:
-            return "";
+        default: return "";
     }
 }
 

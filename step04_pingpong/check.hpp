@@ -37,9 +37,7 @@ inline void fill_pattern(std::span<std::byte> message, std::uint64_t iteration) 
 [[nodiscard]] inline std::optional<std::size_t> find_pattern_mismatch(
     std::span<const std::byte> message, std::uint64_t iteration) {
     for (std::size_t j = 0; j < message.size(); ++j) {
-        if (message[j] != static_cast<std::byte>((iteration + j) % 251)) {
-            return j;
-        }
+        if (message[j] != static_cast<std::byte>((iteration + j) % 251)) { return j; }
     }
     return std::nullopt;
 }
@@ -55,9 +53,7 @@ inline constexpr char kCheckMessage[] = "check";
 
 [[nodiscard]] inline bool peer_offers_check(std::span<const char> bytes,
                                             const std::string& peer_name) {
-    if (bytes.empty()) {
-        return false;
-    }
+    if (bytes.empty()) { return false; }
     if (bytes.size() == sizeof kCheckMessage &&
         std::memcmp(bytes.data(), kCheckMessage, sizeof kCheckMessage) == 0) {
         return true;
@@ -84,9 +80,7 @@ inline void agree_on_check(const Socket& peer, const std::string& peer_name, boo
     }
     const std::size_t got = receive_all(peer, reply, timeout, "the end of the handshake");
     const bool peer_check = peer_offers_check(std::span<const char>(reply.data(), got), peer_name);
-    if (!client) {
-        offer();
-    }
+    if (!client) { offer(); }
     if (check && !peer_check) {
         throw TutorialError(kExitPeer, "--check is on here, but " + peer_name + " did not offer it",
                             "start both sides with --check; ibv_rc_pingpong has no --check");

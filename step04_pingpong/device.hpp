@@ -34,9 +34,7 @@ namespace tutorial {
     std::vector<std::string> names;
     if (DIR* dir = opendir("/sys/class/infiniband")) {
         while (const dirent* entry = readdir(dir)) {
-            if (entry->d_name[0] != '.') {
-                names.emplace_back(entry->d_name);
-            }
+            if (entry->d_name[0] != '.') { names.emplace_back(entry->d_name); }
         }
         closedir(dir);
     }
@@ -46,9 +44,7 @@ namespace tutorial {
 
 [[nodiscard]] inline std::string join(const std::vector<std::string>& items) {
     std::string text;
-    for (const std::string& item : items) {
-        text += (text.empty() ? "" : ", ") + item;
-    }
+    for (const std::string& item : items) { text += (text.empty() ? "" : ", ") + item; }
     return text;
 }
 
@@ -81,14 +77,10 @@ namespace tutorial {
 // The named device, or the first one; an unknown name lists those that exist.
 [[nodiscard]] inline ibv_device* select_device(std::span<ibv_device* const> devices,
                                                const std::string& name) {
-    if (name.empty()) {
-        return devices.front();
-    }
+    if (name.empty()) { return devices.front(); }
     std::vector<std::string> found;
     for (ibv_device* device : devices) {
-        if (name == ibv_get_device_name(device)) {
-            return device;
-        }
+        if (name == ibv_get_device_name(device)) { return device; }
         found.emplace_back(ibv_get_device_name(device));
     }
     throw TutorialError(kExitNoSuchDevice,
@@ -97,9 +89,7 @@ namespace tutorial {
 
 [[nodiscard]] inline Context open_device(ibv_device* device) {
     Context context(ibv_open_device(device));
-    if (!context) {
-        throw std::system_error(errno, std::generic_category(), "ibv_open_device");
-    }
+    if (!context) { throw std::system_error(errno, std::generic_category(), "ibv_open_device"); }
     return context;
 }
 
@@ -130,9 +120,7 @@ inline void check_port(const std::string& device, int port, int port_count) {
     std::vector<GidEntry> table;
     for (ssize_t i = 0; i < count; ++i) {
         const ibv_gid_entry& entry = entries[static_cast<std::size_t>(i)];
-        if (entry.port_num != static_cast<std::uint32_t>(port)) {
-            continue;
-        }
+        if (entry.port_num != static_cast<std::uint32_t>(port)) { continue; }
         GidEntry row;
         row.index = entry.gid_index;
         std::memcpy(row.gid.data(), entry.gid.raw, row.gid.size());

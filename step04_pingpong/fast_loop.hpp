@@ -39,18 +39,12 @@ class PingPong {
     }
 
     [[nodiscard]] PingPongResult run() {
-        if (plan_.client) {
-            send_next();
-        }
+        if (plan_.client) { send_next(); }
         last_progress_ = Clock::now();
         // Like ibv_rc_pingpong, wait for our last send's completion too: destroying the QP
         // earlier could drop that message before it left.
-        while (received_ < end_ || completed_sends_ < end_) {
-            poll_batch();
-        }
-        if (end_ < total_) {
-            throw peer_ended_early(plan_.client, end_, total_);
-        }
+        while (received_ < end_ || completed_sends_ < end_) { poll_batch(); }
+        if (end_ < total_) { throw peer_ended_early(plan_.client, end_, total_); }
         return result_from(send_times_);
     }
     //! [pingpong_loop]
@@ -62,13 +56,9 @@ class PingPong {
     void poll_batch() {
         const int n = ibv_poll_cq(resources_.cq.get(), static_cast<int>(completions_.size()),
                                   completions_.data());
-        if (n < 0) {
-            throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-        }
+        if (n < 0) { throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq"); }
         if (n == 0) {
-            if (++idle_polls_ % 4096 == 0) {
-                check_idle();
-            }
+            if (++idle_polls_ % 4096 == 0) { check_idle(); }
             return;
         }
         idle_polls_ = 0;
@@ -79,9 +69,7 @@ class PingPong {
         for (const bool receives : {false, true}) {
             for (int i = 0; i < n; ++i) {
                 const ibv_wc& wc = completions_[static_cast<std::size_t>(i)];
-                if ((wc.wr_id == kReceiveWrId) == receives) {
-                    handle(wc);
-                }
+                if ((wc.wr_id == kReceiveWrId) == receives) { handle(wc); }
             }
         }
     }
@@ -89,9 +77,7 @@ class PingPong {
 
     //! [handle]
     void handle(const ibv_wc& wc) {
-        if (wc.status != IBV_WC_SUCCESS) {
-            throw_wc_error(wc, wc.wr_id == kReceiveWrId);
-        }
+        if (wc.status != IBV_WC_SUCCESS) { throw_wc_error(wc, wc.wr_id == kReceiveWrId); }
         if (wc.wr_id != kReceiveWrId) {
             send_completed(wc.wr_id);
             return;
@@ -105,9 +91,7 @@ class PingPong {
                 throw peer_ended_early(plan_.client, end_, total_);  // we owe it no answer
             }
         }
-        if (sent_ < end_) {
-            send_next();
-        }
+        if (sent_ < end_) { send_next(); }
     }
     //! [handle]
 
@@ -146,9 +130,7 @@ class PingPong {
         while (unsignaled_ >= plan_.tx_depth) {
             ibv_wc wc{};
             const int n = ibv_poll_cq(resources_.cq.get(), 1, &wc);
-            if (n < 0) {
-                throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-            }
+            if (n < 0) { throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq"); }
             if (n == 1) {
                 handle(wc);  // a send's: the peer sends its next message only after this one
             } else if (++idle_polls_ % 4096 == 0) {
@@ -167,9 +149,7 @@ class PingPong {
 
     //! [send_next]
     void send_next() {
-        if (sent_ >= plan_.warmup) {
-            send_times_.push_back(Clock::now());
-        }
+        if (sent_ >= plan_.warmup) { send_times_.push_back(Clock::now()); }
         if (plan_.check) {
             fill_pattern(std::span(resources_.buffer.get(), plan_.size),
                          pattern_id(sent_, plan_.client));
@@ -200,9 +180,7 @@ class PingPong {
     // acknowledged, and after the retries it fails with IBV_WC_RETRY_EXC_ERR.
     void check_idle() {
         throw_if_stopped();
-        if (Clock::now() - last_progress_ < plan_.timeout) {
-            return;
-        }
+        if (Clock::now() - last_progress_ < plan_.timeout) { return; }
         const std::string waited =
             "nothing from the peer for " + std::to_string(plan_.timeout.count()) + " s (after " +
             std::to_string(received_) + " of " + std::to_string(total_) + " messages)";

@@ -45,9 +45,7 @@ using OutputFile = std::unique_ptr<std::FILE, FileCloser>;
 // Opened before any RDMA resource exists: a path that cannot be written is a usage error, found
 // before the run rather than lost after it.
 [[nodiscard]] inline OutputFile open_latency_file(const std::string& path) {
-    if (path.empty()) {
-        return nullptr;
-    }
+    if (path.empty()) { return nullptr; }
     OutputFile file(std::fopen(path.c_str(), "w"));
     if (!file) {
         throw UsageError("cannot open --latency-file '" + path + "': " + std::strerror(errno));

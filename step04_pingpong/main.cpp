@@ -110,13 +110,9 @@ void post_plain_send(const Resources& resources, const PingPongPlan& plan, long 
     for (long long polls = 1;; ++polls) {
         ibv_wc wc{};
         const int n = ibv_poll_cq(resources.cq.get(), 1, &wc);
-        if (n < 0) {
-            throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
-        }
+        if (n < 0) { throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq"); }
         if (n == 1) {
-            if (wc.status != IBV_WC_SUCCESS) {
-                throw_wc_error(wc, wc.wr_id == kReceiveWrId);
-            }
+            if (wc.status != IBV_WC_SUCCESS) { throw_wc_error(wc, wc.wr_id == kReceiveWrId); }
             return wc;
         }
         if (polls % 4096 == 0) {  // now and then: the clock is not free
@@ -142,9 +138,7 @@ PingPongResult plain_pingpong(const Resources& resources, const PingPongPlan& pl
     std::vector<Clock::time_point> send_times;
     send_times.reserve(static_cast<std::size_t>(plan.iters));
     const auto send = [&] {
-        if (sent >= plan.warmup) {
-            send_times.push_back(Clock::now());
-        }
+        if (sent >= plan.warmup) { send_times.push_back(Clock::now()); }
         if (plan.check) {
             fill_pattern(std::span(resources.buffer.get(), plan.size),
                          pattern_id(sent, plan.client));
@@ -153,9 +147,7 @@ PingPongResult plain_pingpong(const Resources& resources, const PingPongPlan& pl
     };
     // Our message k answers the peer's message k (server) or k - 1 (client, who sends first).
     const long long answers = plan.client ? 0 : 1;
-    if (plan.client) {
-        send();
-    }
+    if (plan.client) { send(); }
     while (received < end || completed < end) {
         const ibv_wc wc = wait_for_completion(resources, plan, received, total);
         if (wc.wr_id != kReceiveWrId) {
@@ -167,13 +159,9 @@ PingPongResult plain_pingpong(const Resources& resources, const PingPongPlan& pl
                 end = received;  // the peer has sent its last message
             }
         }
-        if (sent < end && completed == sent && received >= sent + answers) {
-            send();
-        }
+        if (sent < end && completed == sent && received >= sent + answers) { send(); }
     }
-    if (end < total) {
-        throw peer_ended_early(plan.client, end, total);
-    }
+    if (end < total) { throw peer_ended_early(plan.client, end, total); }
     return result_from(send_times);
 }
 //! [plain_loop]
@@ -199,9 +187,7 @@ int main(int argc, char** argv) {
         std::cout.flush();
         std::fflush(stdout);
         std::cerr << kProgram << ": " << e.what() << '\n';
-        if (!e.hint().empty()) {
-            std::cerr << "hint: " << e.hint() << '\n';
-        }
+        if (!e.hint().empty()) { std::cerr << "hint: " << e.hint() << '\n'; }
         return e.exit_code();
     } catch (const std::system_error& e) {
         std::cout.flush();

@@ -80,9 +80,7 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLa
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
 inline void apply_option(Options& options, int c, std::string_view value) {
     switch (c) {
-        case 'd':
-            options.device_name = value;
-            break;
+        case 'd': options.device_name = value; break;
         case 'i':
             options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
             break;
@@ -109,33 +107,19 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case 'p':
             options.tcp_port = static_cast<int>(parse_number(value, "--port", 1, 65535));
             break;
-        case kOptBind:
-            options.bind_address = value;
-            break;
+        case kOptBind: options.bind_address = value; break;
         case kOptTimeout:
             options.timeout_seconds = static_cast<int>(parse_number(value, "--timeout", 1, 3600));
             break;
-        case 'n':
-            options.iters = parse_number(value, "--iters", 1, 100000000);
-            break;
-        case kOptWarmup:
-            options.warmup = parse_number(value, "--warmup", 0, 100000000);
-            break;
-        case kOptCheck:
-            options.check = true;
-            break;
-        case kOptPlain:
-            options.plain = true;
-            break;
+        case 'n': options.iters = parse_number(value, "--iters", 1, 100000000); break;
+        case kOptWarmup: options.warmup = parse_number(value, "--warmup", 0, 100000000); break;
+        case kOptCheck: options.check = true; break;
+        case kOptPlain: options.plain = true; break;
         case kOptLatency:
-            if (value.empty()) {
-                throw UsageError("--latency-file needs a path");
-            }
+            if (value.empty()) { throw UsageError("--latency-file needs a path"); }
             options.latency_file = value;
             break;
-        case 'h':
-            options.help = true;
-            break;
+        case 'h': options.help = true; break;
     }
 }
 
@@ -161,9 +145,7 @@ inline void apply_option(Options& options, int c, std::string_view value) {
     const auto operands =
         parse_command_line(argc, argv, ":d:i:s:r:t:g:m:p:n:h", long_options, 1,
                            [&](int c, std::string_view value) { apply_option(options, c, value); });
-    if (!operands.empty()) {
-        options.host = operands[0];
-    }
+    if (!operands.empty()) { options.host = operands[0]; }
     if (!options.host.empty() && !options.bind_address.empty()) {
         throw UsageError("--bind is for the server; a client (HOST given) does not listen");
     }

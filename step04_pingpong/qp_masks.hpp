@@ -26,15 +26,9 @@ inline constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
 
 // The mask for one RC transition, or 0 for a transition this tutorial does not make.
 [[nodiscard]] constexpr int rc_transition_mask(ibv_qp_state from, ibv_qp_state to) {
-    if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-        return kInitMask;
-    }
-    if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
-        return kRtrMask;
-    }
-    if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
-        return kRtsMask;
-    }
+    if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) { return kInitMask; }
+    if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) { return kRtrMask; }
+    if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) { return kRtsMask; }
     return 0;
 }
 
@@ -64,9 +58,7 @@ inline constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
             mask &= ~bit;
         }
     }
-    if (mask != 0) {
-        text += (text.empty() ? "" : " | ") + std::to_string(mask);
-    }
+    if (mask != 0) { text += (text.empty() ? "" : " | ") + std::to_string(mask); }
     return text;
 }
 //! [qp_masks]

@@ -58,12 +58,8 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr) {
 // "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
 [[nodiscard]] inline std::string memlock_limit_text() {
     rlimit limit{};
-    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
-        return "unknown";
-    }
-    if (limit.rlim_cur == RLIM_INFINITY) {
-        return "unlimited";
-    }
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) { return "unknown"; }
+    if (limit.rlim_cur == RLIM_INFINITY) { return "unlimited"; }
     return std::to_string(limit.rlim_cur / 1024) + " KiB";
 }
 
@@ -141,9 +137,7 @@ struct OpenedDevice {
     const std::size_t page = page_size();
     const std::size_t allocated = (size + page - 1) / page * page;
     Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!buffer) {
-        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
-    }
+    if (!buffer) { throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc"); }
     std::memset(buffer.get(), 0, allocated);
     return buffer;
 }
@@ -162,9 +156,7 @@ struct OpenedDevice {
     init_attr.cap.max_inline_data = 64;
     caps.requested = init_attr.cap;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
-    if (!qp) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
+    if (!qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     return qp;
 }
 
@@ -184,21 +176,15 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
 // far are destroyed by Resources' members on the way out.
 [[nodiscard]] inline QueuePairCaps build_resources(Resources& resources, const Options& options) {
     resources.pd.reset(ibv_alloc_pd(resources.context.get()));
-    if (!resources.pd) {
-        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
-    }
+    if (!resources.pd) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
     resources.buffer = allocate_buffer(options.size);
     // Least privilege: only this process's own receives may write into the buffer.
     resources.mr.reset(ibv_reg_mr(resources.pd.get(), resources.buffer.get(), options.size,
                                   IBV_ACCESS_LOCAL_WRITE));
-    if (!resources.mr) {
-        throw_reg_mr_error(errno, options.size);
-    }
+    if (!resources.mr) { throw_reg_mr_error(errno, options.size); }
     const int cq_entries = options.rx_depth + options.tx_depth;
     resources.cq.reset(ibv_create_cq(resources.context.get(), cq_entries, nullptr, nullptr, 0));
-    if (!resources.cq) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
-    }
+    if (!resources.cq) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
     QueuePairCaps caps;
     resources.qp = create_rc_qp(resources.pd.get(), resources.cq.get(),
                                 static_cast<std::uint32_t>(options.tx_depth),

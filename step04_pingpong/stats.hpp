@@ -32,9 +32,7 @@ inline constexpr std::size_t kLatencyMeasureTail = 2;
 [[nodiscard]] inline LatencyStats compute_latency_stats(std::vector<double> round_trips_usec,
                                                         double rtt_factor = 2) {
     LatencyStats stats;
-    if (round_trips_usec.empty()) {
-        return stats;
-    }
+    if (round_trips_usec.empty()) { return stats; }
     std::sort(round_trips_usec.begin(), round_trips_usec.end());
     const std::size_t count = round_trips_usec.size();
     const std::size_t m = count > kLatencyMeasureTail ? count - kLatencyMeasureTail : count;
@@ -46,9 +44,7 @@ inline constexpr std::size_t kLatencyMeasureTail = 2;
     stats.t_max = at(m);
     stats.t_typical = m % 2 == 0 ? (at(m / 2) + at(m / 2 - 1)) / 2 : at(m / 2);
     double sum = 0;
-    for (std::size_t i = 0; i < m; ++i) {
-        sum += at(i);
-    }
+    for (std::size_t i = 0; i < m; ++i) { sum += at(i); }
     stats.t_avg = sum / static_cast<double>(m);
     double squares = 0;
     for (std::size_t i = 0; i < m; ++i) {

@@ -73,9 +73,7 @@ struct QpEndpointInfo {
                                                                 std::uint32_t max,
                                                                 std::uint32_t& value) {
     const std::string quoted = " ('" + std::string(field) + "')";
-    if (field.empty()) {
-        return std::string(name) + " is empty";
-    }
+    if (field.empty()) { return std::string(name) + " is empty"; }
     if (field.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos) {
         return std::string(name) + " is not hex" + quoted;
     }

@@ -21,9 +21,7 @@ inline void fill_pattern(std::span<std::byte> message, std::uint64_t iteration) 
 [[nodiscard]] inline std::optional<std::size_t> find_pattern_mismatch(
     std::span<const std::byte> message, std::uint64_t iteration) {
     for (std::size_t j = 0; j < message.size(); ++j) {
-        if (message[j] != static_cast<std::byte>((iteration + j) % 251)) {
-            return j;
-        }
+        if (message[j] != static_cast<std::byte>((iteration + j) % 251)) { return j; }
     }
     return std::nullopt;
 }

@@ -68,8 +68,7 @@ class TutorialError : public std::runtime_error {
         case IBV_WC_RETRY_EXC_ERR:
             return "the peer stopped answering: it died or was killed, the network link to it is "
                    "down, its QP is not in RTR, or the address (GID, LID, QPN) is wrong";
-        case IBV_WC_RNR_RETRY_EXC_ERR:
-            return "the peer had no receive posted for too long";
+        case IBV_WC_RNR_RETRY_EXC_ERR: return "the peer had no receive posted for too long";
         case IBV_WC_WR_FLUSH_ERR:
             return "the QP was already in the error state; an earlier completion says why";
         case IBV_WC_LOC_PROT_ERR:
@@ -77,8 +76,7 @@ class TutorialError : public std::runtime_error {
         case IBV_WC_REM_ACCESS_ERR:
             return "the remote range or rkey is outside what the peer registered, or its memory "
                    "region lacks REMOTE_WRITE/REMOTE_READ";
-        default:
-            return "";
+        default: return "";
     }
 }
 

@@ -43,16 +43,12 @@ struct GidEntry {
 // IB); zero GIDs are skipped, and the lowest index wins among equals. Nothing when none is valid.
 [[nodiscard]] inline std::optional<std::uint32_t> choose_gid(std::span<const GidEntry> table) {
     const auto rank = [](const GidEntry& entry) {
-        if (entry.type == IBV_GID_TYPE_ROCE_V2) {
-            return is_ipv4_mapped(entry.gid) ? 0 : 1;
-        }
+        if (entry.type == IBV_GID_TYPE_ROCE_V2) { return is_ipv4_mapped(entry.gid) ? 0 : 1; }
         return 2;
     };
     const GidEntry* best = nullptr;
     for (const GidEntry& entry : table) {
-        if (is_zero_gid(entry.gid)) {
-            continue;
-        }
+        if (is_zero_gid(entry.gid)) { continue; }
         if (best == nullptr || rank(entry) < rank(*best) ||
             (rank(entry) == rank(*best) && entry.index < best->index)) {
             best = &entry;

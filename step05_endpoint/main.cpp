@@ -46,9 +46,7 @@ void run(const Options& options) {
         endpoint.post_recv(kReceiveWrId, 0,
                            0);  // for the final write-with-immediate or send
     }
-    if (options.op == Operation::read && server) {
-        fill_pattern(endpoint.buffer(), kReadSeed);
-    }
+    if (options.op == Operation::read && server) { fill_pattern(endpoint.buffer(), kReadSeed); }
     if (server) {
         accept_peer(endpoint, static_cast<std::uint16_t>(options.tcp_port), options.bind_address,
                     handshake_settings(options));
@@ -68,15 +66,9 @@ void run(const Options& options) {
         print_buffer("remote buffer: ", *endpoint.remote_info());
     }
     switch (options.op) {
-        case Operation::pingpong:
-            run_pingpong(endpoint, options);
-            break;
-        case Operation::write:
-            run_write(endpoint, options);
-            break;
-        case Operation::read:
-            run_read(endpoint, options);
-            break;
+        case Operation::pingpong: run_pingpong(endpoint, options); break;
+        case Operation::write: run_write(endpoint, options); break;
+        case Operation::read: run_read(endpoint, options); break;
     }
 }
 //! [run]
@@ -95,12 +87,8 @@ EndpointConfig endpoint_config(const Options& options) {
     // Hand out remote access only where the peer needs it, and only on the server's buffer.
     const bool server = options.host.empty();
     config.access = IBV_ACCESS_LOCAL_WRITE;
-    if (server && options.op == Operation::write) {
-        config.access |= IBV_ACCESS_REMOTE_WRITE;
-    }
-    if (server && options.op == Operation::read) {
-        config.access |= IBV_ACCESS_REMOTE_READ;
-    }
+    if (server && options.op == Operation::write) { config.access |= IBV_ACCESS_REMOTE_WRITE; }
+    if (server && options.op == Operation::read) { config.access |= IBV_ACCESS_REMOTE_READ; }
     return config;
 }
 
@@ -159,9 +147,7 @@ int main(int argc, char** argv) {
         std::cout.flush();
         std::fflush(stdout);
         std::cerr << kProgram << ": " << e.what() << '\n';
-        if (!e.hint().empty()) {
-            std::cerr << "hint: " << e.hint() << '\n';
-        }
+        if (!e.hint().empty()) { std::cerr << "hint: " << e.hint() << '\n'; }
         return e.exit_code();
     } catch (const std::exception& e) {  // a failing verb, or a range check in the class
         std::cout.flush();

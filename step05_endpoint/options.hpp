@@ -78,9 +78,7 @@ enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptCheck, kOptOp, kOptCompat
     for (const auto& [name, op] :
          {std::pair{"pingpong", Operation::pingpong}, std::pair{"write", Operation::write},
           std::pair{"read", Operation::read}}) {
-        if (text == name) {
-            return op;
-        }
+        if (text == name) { return op; }
     }
     throw UsageError("--op must be pingpong, write or read (got '" + std::string(text) + "')");
 }
@@ -103,9 +101,7 @@ inline void check_option_combinations(const Options& options) {
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
 inline void apply_option(Options& options, int c, std::string_view value) {
     switch (c) {
-        case 'd':
-            options.device_name = value;
-            break;
+        case 'd': options.device_name = value; break;
         case 'i':
             options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
             break;
@@ -132,30 +128,16 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case 'p':
             options.tcp_port = static_cast<int>(parse_number(value, "--port", 1, 65535));
             break;
-        case kOptBind:
-            options.bind_address = value;
-            break;
+        case kOptBind: options.bind_address = value; break;
         case kOptTimeout:
             options.timeout_seconds = static_cast<int>(parse_number(value, "--timeout", 1, 3600));
             break;
-        case 'n':
-            options.iters = parse_number(value, "--iters", 1, 100000000);
-            break;
-        case kOptCheck:
-            options.check = true;
-            break;
-        case kOptOp:
-            options.op = parse_operation(value);
-            break;
-        case kOptCompat:
-            options.rc_pingpong_compat = true;
-            break;
-        case 'v':
-            options.verbose = true;
-            break;
-        case 'h':
-            options.help = true;
-            break;
+        case 'n': options.iters = parse_number(value, "--iters", 1, 100000000); break;
+        case kOptCheck: options.check = true; break;
+        case kOptOp: options.op = parse_operation(value); break;
+        case kOptCompat: options.rc_pingpong_compat = true; break;
+        case 'v': options.verbose = true; break;
+        case 'h': options.help = true; break;
     }
 }
 
@@ -181,9 +163,7 @@ inline void apply_option(Options& options, int c, std::string_view value) {
     const auto operands =
         parse_command_line(argc, argv, ":d:i:s:r:t:g:m:p:n:vh", long_options, 1,
                            [&](int c, std::string_view value) { apply_option(options, c, value); });
-    if (!operands.empty()) {
-        options.host = operands[0];
-    }
+    if (!operands.empty()) { options.host = operands[0]; }
     check_option_combinations(options);
     return options;
 }

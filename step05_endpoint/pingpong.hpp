@@ -98,9 +98,7 @@ class PingPong {
     [[nodiscard]] PingPongResult run() {
         try {
             loop();
-        } catch (const WorkCompletionError& e) {
-            rethrow_ended_early(e, plan_, received_);
-        }
+        } catch (const WorkCompletionError& e) { rethrow_ended_early(e, plan_, received_); }
         PingPongResult result;
         const Clock::time_point end = Clock::now();
         if (!send_times_.empty()) {
@@ -125,23 +123,17 @@ class PingPong {
   private:
     //! [poll_batch]
     void loop() {
-        if (plan_.client) {
-            send_next();
-        }
+        if (plan_.client) { send_next(); }
         last_progress_ = Clock::now();
         // Like ibv_rc_pingpong, wait for our last send's completion too: destroying the QP earlier
         // could drop that message before it left.
-        while (received_ < total_ || completed_sends_ < total_) {
-            poll_batch();
-        }
+        while (received_ < total_ || completed_sends_ < total_) { poll_batch(); }
     }
 
     void poll_batch() {
         const std::size_t n = endpoint_.try_poll(completions_);  // throws on a failed one
         if (n == 0) {
-            if (++idle_polls_ % 4096 == 0) {
-                check_idle();
-            }
+            if (++idle_polls_ % 4096 == 0) { check_idle(); }
             return;
         }
         idle_polls_ = 0;
@@ -176,9 +168,7 @@ class PingPong {
         }
         ++received_;
         refill_receives();
-        if (sent_ < total_) {
-            send_next();
-        }
+        if (sent_ < total_) { send_next(); }
     }
 
     // Receives are re-posted in batches: one post_recv call for refill_batch_ of them.
@@ -198,9 +188,7 @@ class PingPong {
 
     void send_next() {
         send_times_.push_back(Clock::now());
-        if (plan_.check) {
-            fill_pattern(message_, pattern_id(sent_, plan_.client));
-        }
+        if (plan_.check) { fill_pattern(message_, pattern_id(sent_, plan_.client)); }
         wait_for_send_queue_room();
         endpoint_.post_send(static_cast<std::uint64_t>(sent_), 0, plan_.size, wants_signal());
         ++sent_;
@@ -232,9 +220,7 @@ class PingPong {
     // WorkCompletionError); an acknowledged probe means the peer's program is alive but stuck.
     void check_idle() {
         throw_if_stopped();
-        if (Clock::now() - last_progress_ < plan_.timeout) {
-            return;
-        }
+        if (Clock::now() - last_progress_ < plan_.timeout) { return; }
         const std::string waited =
             "nothing from the peer for " + std::to_string(plan_.timeout.count()) + " s (after " +
             std::to_string(received_) + " of " + std::to_string(total_) + " messages)";

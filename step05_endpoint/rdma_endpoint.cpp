@@ -80,9 +80,7 @@ Device::Device(const DeviceConfig& config) : port_(config.port) {
     opened_ = open_and_check(device_list_, context_, config.device_name, port_);
     local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt);
     pd_.reset(ibv_alloc_pd(context_.get()));
-    if (!pd_) {
-        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
-    }
+    if (!pd_) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
 }
 //! [open]
 
@@ -143,14 +141,10 @@ void RDMAEndpoint::check_device_limits() const {
 void RDMAEndpoint::create_queues() {
     buffer_ = allocate_buffer(config_.buffer_size);
     mr_.reset(ibv_reg_mr(device_->pd(), buffer_.get(), config_.buffer_size, config_.access));
-    if (!mr_) {
-        throw_reg_mr_error(errno, config_.buffer_size);
-    }
+    if (!mr_) { throw_reg_mr_error(errno, config_.buffer_size); }
     const int cq_entries = static_cast<int>(config_.tx_depth + config_.rx_depth);
     cq_.reset(ibv_create_cq(device_->context(), cq_entries, nullptr, nullptr, 0));
-    if (!cq_) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
-    }
+    if (!cq_) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
     qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth);
     // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
     ibv_qp_attr attr = init_attributes(device_->port());
@@ -180,8 +174,7 @@ PeerInfo RDMAEndpoint::local_info() const {
 // step03's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
 // RDMA READ depth, so that they agree without another round trip.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
-    if (remote_)
-        throw std::logic_error("connect: the endpoint is already connected");
+    if (remote_) throw std::logic_error("connect: the endpoint is already connected");
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
     connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
                std::min(read_depth_, remote.read_depth));
@@ -297,8 +290,7 @@ ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseco
     std::array<ibv_wc, 16> batch;
     for (unsigned spins = 1;; ++spins) {
         const int n = ibv_poll_cq(cq_.get(), static_cast<int>(batch.size()), batch.data());
-        if (n < 0)
-            throw_poll_failed();
+        if (n < 0) throw_poll_failed();
         std::optional<ibv_wc> found;
         const ibv_wc* failed = nullptr;
         for (const ibv_wc& wc : std::span(batch).first(static_cast<std::size_t>(n))) {
@@ -311,15 +303,12 @@ ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseco
             }
         }
         if (failed != nullptr) {
-            if (found)
-                stash_.push_back(*found);
+            if (found) stash_.push_back(*found);
             throw WorkCompletionError(*failed);
         }
-        if (found)
-            return *found;
+        if (found) return *found;
         // Reading the clock costs more than an empty poll: look at it now and then.
-        if (spins % 1024 != 0)
-            continue;
+        if (spins % 1024 != 0) continue;
         throw_if_stopped();  // tcp.hpp: SIGINT or SIGTERM, once install_stop_handlers() ran
         if (Clock::now() >= deadline) {
             throw TutorialError(kExitTimeout,
@@ -339,16 +328,13 @@ std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
         completions[filled] = stash_.front();
         stash_.pop_front();
     }
-    if (filled == completions.size())
-        return filled;
+    if (filled == completions.size()) return filled;
     const int n = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size() - filled),
                               completions.data() + filled);
-    if (n < 0)
-        throw_poll_failed();
+    if (n < 0) throw_poll_failed();
     const auto batch = completions.first(filled + static_cast<std::size_t>(n));
     for (const ibv_wc& wc : batch) {
-        if (wc.status != IBV_WC_SUCCESS)
-            stash_good_and_throw(batch);
+        if (wc.status != IBV_WC_SUCCESS) stash_good_and_throw(batch);
     }
     return batch.size();
 }

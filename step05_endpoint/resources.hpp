@@ -23,12 +23,8 @@ namespace tutorial {
 // "64 KiB" or "unlimited": the soft RLIMIT_MEMLOCK that ibv_reg_mr pins against.
 [[nodiscard]] inline std::string memlock_limit_text() {
     rlimit limit{};
-    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
-        return "unknown";
-    }
-    if (limit.rlim_cur == RLIM_INFINITY) {
-        return "unlimited";
-    }
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) { return "unknown"; }
+    if (limit.rlim_cur == RLIM_INFINITY) { return "unlimited"; }
     return std::to_string(limit.rlim_cur / 1024) + " KiB";
 }
 
@@ -61,9 +57,7 @@ struct OpenedDevice {
     OpenedDevice opened;
     opened.name = ibv_get_device_name(device);
     context.reset(ibv_open_device(device));
-    if (!context) {
-        throw std::system_error(errno, std::generic_category(), "ibv_open_device");
-    }
+    if (!context) { throw std::system_error(errno, std::generic_category(), "ibv_open_device"); }
     if (const int rc = ibv_query_device(context.get(), &opened.attr); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_device");
     }
@@ -77,9 +71,7 @@ struct OpenedDevice {
     const std::size_t page = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
     const std::size_t allocated = (size + page - 1) / page * page;
     Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(page, allocated)));
-    if (!buffer) {
-        throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc");
-    }
+    if (!buffer) { throw std::system_error(ENOMEM, std::generic_category(), "aligned_alloc"); }
     std::memset(buffer.get(), 0, allocated);
     return buffer;
 }
@@ -97,9 +89,7 @@ struct OpenedDevice {
     init_attr.cap.max_recv_sge = 1;
     init_attr.cap.max_inline_data = 64;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
-    if (!qp) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_qp");
-    }
+    if (!qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     return qp;
 }
 

@@ -54,9 +54,7 @@ using Clock = std::chrono::steady_clock;
 
 // SIGINT/SIGTERM set this flag; every wait checks it, so ^C ends the program through main().
 inline volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" inline void on_stop_signal(int signal_number) {
-    g_stop_signal = signal_number;
-}
+extern "C" inline void on_stop_signal(int signal_number) { g_stop_signal = signal_number; }
 
 inline void install_stop_handlers() {
     struct sigaction action {};
@@ -117,12 +115,8 @@ inline int poll_unless_stopped(pollfd& entry, std::chrono::nanoseconds timeout) 
     for (;;) {
         pollfd entry{fd, events, 0};
         const int ready = poll_unless_stopped(entry, deadline - Clock::now());
-        if (ready > 0) {
-            return true;
-        }
-        if (ready == 0) {
-            return false;
-        }
+        if (ready > 0) { return true; }
+        if (ready == 0) { return false; }
     }
 }
 
@@ -196,9 +190,7 @@ struct AddressList {
     socklen_t length = sizeof address;
     Socket client(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
                             SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (client.get() < 0) {
-        throw std::system_error(errno, std::generic_category(), "accept");
-    }
+    if (client.get() < 0) { throw std::system_error(errno, std::generic_category(), "accept"); }
     peer_name = endpoint_text(reinterpret_cast<sockaddr*>(&address), length);
     return client;
 }
@@ -235,9 +227,7 @@ struct AddressList {
             }
             last_error = error;
         }
-        if (last_error != ECONNREFUSED || Clock::now() >= deadline) {
-            break;
-        }
+        if (last_error != ECONNREFUSED || Clock::now() >= deadline) { break; }
         // Nobody listens yet: the server may still be starting. Try again shortly.
         (void)wait_for(-1, 0, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
     }

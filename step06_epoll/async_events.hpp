@@ -24,14 +24,11 @@ namespace tutorial {
                    ": new connections must exchange the new address";
         case IBV_EVENT_QP_FATAL:
         case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-            return text + ": the QP is in the error state";
-        case IBV_EVENT_CQ_ERR:
-            return text + ": the CQ overflowed; its completions are lost";
+        case IBV_EVENT_QP_ACCESS_ERR: return text + ": the QP is in the error state";
+        case IBV_EVENT_CQ_ERR: return text + ": the CQ overflowed; its completions are lost";
         case IBV_EVENT_DEVICE_FATAL:
             return text + ": the device failed; every resource on it must be destroyed";
-        default:
-            return text;
+        default: return text;
     }
 }
 

@@ -39,15 +39,9 @@ class CompletionWaiter {
     void wait(Handle&& handle, std::optional<Clock::time_point> wake_at = std::nullopt) {
         const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
         switch (o_.mode) {
-            case WaitMode::busy:
-                wait_busy(handle, deadline, wake_at);
-                break;
-            case WaitMode::event:
-                wait_event(handle, deadline, wake_at);
-                break;
-            case WaitMode::spin:
-                wait_spin(handle, deadline, wake_at);
-                break;
+            case WaitMode::busy: wait_busy(handle, deadline, wake_at); break;
+            case WaitMode::event: wait_event(handle, deadline, wake_at); break;
+            case WaitMode::spin: wait_spin(handle, deadline, wake_at); break;
         }
     }
 
@@ -55,9 +49,7 @@ class CompletionWaiter {
     template <typename Handle>
     int poll_once(Handle& handle) {
         const int n = ep_.poll(batch_);
-        for (int i = 0; i < n; ++i) {
-            handle(batch_[static_cast<std::size_t>(i)]);
-        }
+        for (int i = 0; i < n; ++i) { handle(batch_[static_cast<std::size_t>(i)]); }
         return n;
     }
 
@@ -83,16 +75,12 @@ class CompletionWaiter {
     void wait_busy(Handle& handle, Clock::time_point deadline,
                    std::optional<Clock::time_point> wake_at) {
         for (std::uint32_t spins = 0;; ++spins) {
-            if (poll_once(handle) > 0) {
-                return;
-            }
+            if (poll_once(handle) > 0) { return; }
             if ((spins & 1023) == 0) {
                 throw_if_stopped();
                 check_server();
                 const auto now = Clock::now();
-                if (wake_at && now >= *wake_at) {
-                    return;
-                }
+                if (wake_at && now >= *wake_at) { return; }
                 check_deadline(deadline, "busy");
             } else if (wake_at && Clock::now() >= *wake_at) {
                 return;
@@ -104,9 +92,7 @@ class CompletionWaiter {
     /// Sleeps on the channel fd until readable, wake_at, or --safety-ms.
     bool sleep_on_channel(Clock::time_point deadline, std::optional<Clock::time_point> wake_at) {
         auto until = Clock::now() + std::chrono::milliseconds(o_.safety_ms);
-        if (wake_at && *wake_at < until) {
-            until = *wake_at;
-        }
+        if (wake_at && *wake_at < until) { until = *wake_at; }
         until = std::min(until, deadline + std::chrono::milliseconds(1));
         pollfd p{ep_.channel_fd(), POLLIN, 0};
         if (wait_mask_ != nullptr) {
@@ -123,14 +109,10 @@ class CompletionWaiter {
             if (sleep_on_channel(deadline, wake_at)) {
                 const ChannelPass pass =
                     service_channel(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle);
-                if (pass.completions > 0) {
-                    return;
-                }
+                if (pass.completions > 0) { return; }
                 continue;  // an event whose CQE an earlier drain took: legal
             }
-            if (wake_at && Clock::now() >= *wake_at) {
-                return;
-            }
+            if (wake_at && Clock::now() >= *wake_at) { return; }
             // Timed out: the safety net. A completion here had no event (yet).
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
@@ -149,16 +131,10 @@ class CompletionWaiter {
                    std::optional<Clock::time_point> wake_at) {
         const auto spin_until = Clock::now() + std::chrono::microseconds(o_.spin_us);
         for (;;) {
-            if (poll_once(handle) > 0) {
-                return;
-            }
+            if (poll_once(handle) > 0) { return; }
             const auto now = Clock::now();
-            if (wake_at && now >= *wake_at) {
-                return;
-            }
-            if (now < spin_until) {
-                continue;
-            }
+            if (wake_at && now >= *wake_at) { return; }
+            if (now < spin_until) { continue; }
             if (!armed_) {
                 ep_.request_notify();
                 ep_.events().on_rearm();
@@ -176,9 +152,7 @@ class CompletionWaiter {
                 }
                 continue;
             }
-            if (wake_at && Clock::now() >= *wake_at) {
-                return;
-            }
+            if (wake_at && Clock::now() >= *wake_at) { return; }
             // The safety net; it re-arms the CQ before it polls.
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
@@ -209,9 +183,7 @@ ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, const Socket& server, Pi
     // sleep unblocks them (ppoll's mask), so a SIGINT still ends the run within one wait. Busy and
     // spin modes may never sleep, so they keep them unblocked.
     std::optional<StopSignalsBlocked> held;
-    if (o.mode == WaitMode::event) {
-        held.emplace();
-    }
+    if (o.mode == WaitMode::event) { held.emplace(); }
     CompletionWaiter waiter(ep, server, o, held ? &held->before() : nullptr);
     ClientRun run;
     run.round_trips.reserve(o.iters);

@@ -118,13 +118,9 @@ std::uint64_t drain(Source& source, std::span<W> batch, OnCompletion& on_complet
     std::uint64_t found = 0;
     for (;;) {
         const int n = source.poll(batch);
-        for (int i = 0; i < n; ++i) {
-            on_completion(batch[static_cast<std::size_t>(i)]);
-        }
+        for (int i = 0; i < n; ++i) { on_completion(batch[static_cast<std::size_t>(i)]); }
         found += static_cast<std::uint64_t>(n);
-        if (n < static_cast<int>(batch.size())) {
-            return found;
-        }
+        if (n < static_cast<int>(batch.size())) { return found; }
     }
 }
 
@@ -188,9 +184,7 @@ std::uint64_t safety_net_poll(Source& source, CqEventTracker& tracker, std::span
     }
     const std::uint64_t found = drain(source, batch, on_completion);
     tracker.on_safety_net_poll(found);
-    if (found > 0) {
-        tracker.wakeups.on_safety_net_find(rearm);
-    }
+    if (found > 0) { tracker.wakeups.on_safety_net_find(rearm); }
     return found;
 }
 //! [safety_net_poll]

@@ -15,15 +15,11 @@ void RDMAEndpoint::request_notify() {
 }
 
 bool RDMAEndpoint::get_event() {
-    if (!channel_) {
-        throw std::logic_error("get_event: the endpoint has no completion channel");
-    }
+    if (!channel_) { throw std::logic_error("get_event: the endpoint has no completion channel"); }
     ibv_cq* cq = nullptr;
     void* cq_context = nullptr;
     if (ibv_get_cq_event(channel_.get(), &cq, &cq_context) != 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            return false;
-        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) { return false; }
         throw std::system_error(errno, std::generic_category(), "ibv_get_cq_event");
     }
     if (cq != cq_.get()) {  // one CQ per channel here: anything else is a bug
@@ -33,9 +29,7 @@ bool RDMAEndpoint::get_event() {
     return true;
 }
 
-void RDMAEndpoint::ack(std::uint32_t count) noexcept {
-    ibv_ack_cq_events(cq_.get(), count);
-}
+void RDMAEndpoint::ack(std::uint32_t count) noexcept { ibv_ack_cq_events(cq_.get(), count); }
 //! [events]
 
 }  // namespace tutorial

@@ -53,14 +53,10 @@ int Server::run() {
         const int n =
             ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), o_.safety_ms);
         if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
+            if (errno == EINTR) { continue; }
             throw std::system_error(errno, std::generic_category(), "epoll_wait");
         }
-        for (int i = 0; i < n; ++i) {
-            dispatch(ready[static_cast<std::size_t>(i)].data.u64);
-        }
+        for (int i = 0; i < n; ++i) { dispatch(ready[static_cast<std::size_t>(i)].data.u64); }
         const auto now = Clock::now();
         if (n == 0 || now >= next_sweep) {  // the timeouts, once per safety period
             end_silent_sessions();
@@ -168,20 +164,14 @@ void Server::safety_net_sweep(bool timed_out) {
     const auto idle = std::chrono::milliseconds(o_.safety_ms);
     std::vector<std::uint64_t> ids;
     for (auto& [id, s] : sessions_) {
-        if (s.endpoint && (timed_out || now - s.last_progress >= idle)) {
-            ids.push_back(id);
-        }
+        if (s.endpoint && (timed_out || now - s.last_progress >= idle)) { ids.push_back(id); }
     }
     for (const std::uint64_t id : ids) {
         auto it = sessions_.find(id);
-        if (it == sessions_.end()) {
-            continue;
-        }
+        if (it == sessions_.end()) { continue; }
         ClientSession& s = it->second;
         on_channel(s);  // first, any event that is queued but not yet seen
-        if (sessions_.count(id) == 0) {
-            continue;
-        }
+        if (sessions_.count(id) == 0) { continue; }
         std::array<ibv_wc, 16> batch{};
         std::vector<ibv_wc> found;
         try {
@@ -196,9 +186,7 @@ void Server::safety_net_sweep(bool timed_out) {
                 "server: client %llu (%s): safety net found %zu completion(s) without an event\n",
                 static_cast<unsigned long long>(id), s.peer.c_str(), found.size());
         }
-        if (!found.empty()) {
-            progress(s, found);
-        }
+        if (!found.empty()) { progress(s, found); }
     }
 }
 //! [safety_net]
@@ -216,9 +204,7 @@ int main(int argc, char** argv) {
         return kExitUsage;
     } catch (const TutorialError& e) {
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-        if (!e.hint().empty()) {
-            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
-        }
+        if (!e.hint().empty()) { std::fprintf(stderr, "hint: %s\n", e.hint().c_str()); }
         return e.exit_code();
     } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());

@@ -60,18 +60,14 @@ inline void print_address(const char* which, const PeerInfo& info) {
 }
 
 inline void fill_payload(std::span<std::byte> message, std::uint32_t iter, int side) {
-    for (std::size_t k = 0; k < message.size(); ++k) {
-        message[k] = payload_byte(k, iter, side);
-    }
+    for (std::size_t k = 0; k < message.size(); ++k) { message[k] = payload_byte(k, iter, side); }
 }
 
 /// Compares byte by byte, so that checking a message allocates nothing.
 [[nodiscard]] inline bool payload_ok(std::span<const std::byte> message, std::uint32_t iter,
                                      int side) {
     for (std::size_t k = 0; k < message.size(); ++k) {
-        if (message[k] != payload_byte(k, iter, side)) {
-            return false;
-        }
+        if (message[k] != payload_byte(k, iter, side)) { return false; }
     }
     return true;
 }
@@ -108,9 +104,7 @@ class PingPong {
     /// Handles one work completion; throws WorkCompletionError on a failed one
     /// and TutorialError(kExitPeer) on a payload that fails the check.
     void on_completion(const ibv_wc& wc) {
-        if (wc.status != IBV_WC_SUCCESS) {
-            throw WorkCompletionError(wc);
-        }
+        if (wc.status != IBV_WC_SUCCESS) { throw WorkCompletionError(wc); }
         if (wc.wr_id < sent_) {
             // A signaled send: it and every unsignaled send before it are done.
             completed_sends_ = static_cast<std::uint32_t>(wc.wr_id) + 1;
@@ -143,17 +137,11 @@ class PingPong {
 
     /// Posts the next message when the ping-pong allows it; true if it did.
     bool maybe_send() {
-        if (!ready_to_send()) {
-            return false;
-        }
+        if (!ready_to_send()) { return false; }
         // The server answers message i; the client sends message i after reply i-1.
-        if (side_ == kServerSide && sent_ >= received_) {
-            return false;
-        }
+        if (side_ == kServerSide && sent_ >= received_) { return false; }
         auto slot = ep_.buffer().subspan(size_, size_);
-        if (check_) {
-            fill_payload(slot, sent_, side_);
-        }
+        if (check_) { fill_payload(slot, sent_, side_); }
         last_send_ = Clock::now();
         const bool signaled = (sent_ + 1) % signal_every_ == 0 || sent_ + 1 == iters_;
         ep_.post_send(sent_, size_, size_, signaled);
@@ -202,13 +190,9 @@ class PingPong {
 /// Takes the events already queued on the channel, just before the final ack, so that the
 /// event counts include one that arrived after the last message.
 inline void take_queued_events(RDMAEndpoint& ep) noexcept {
-    if (ep.channel_fd() < 0) {
-        return;
-    }
+    if (ep.channel_fd() < 0) { return; }
     try {
-        while (ep.get_event()) {
-            ep.events().on_event();
-        }
+        while (ep.get_event()) { ep.events().on_event(); }
     } catch (const std::exception&) {
         return;  // only the statistics lose: the final ack and destroy still run
     }

@@ -66,9 +66,7 @@ Device::Device(const DeviceConfig& config) : port_(config.port) {
     opened_ = open_and_check(device_list_, context_, config.device_name, port_);
     local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt);
     pd_.reset(ibv_alloc_pd(context_.get()));
-    if (!pd_) {
-        throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd");
-    }
+    if (!pd_) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
 }
 //! [open]
 
@@ -129,17 +127,12 @@ void RDMAEndpoint::check_device_limits() const {
 void RDMAEndpoint::create_queues() {
     buffer_ = allocate_buffer(config_.buffer_size);
     mr_.reset(ibv_reg_mr(device_->pd(), buffer_.get(), config_.buffer_size, config_.access));
-    if (!mr_) {
-        throw_reg_mr_error(errno, config_.buffer_size);
-    }
-    if (config_.completion_channel)
-        create_channel();
+    if (!mr_) { throw_reg_mr_error(errno, config_.buffer_size); }
+    if (config_.completion_channel) create_channel();
     // After a failure the QP flushes every posted request into the CQ: it must hold them all.
     const int cq_entries = static_cast<int>(config_.tx_depth + config_.rx_depth);
     cq_.reset(ibv_create_cq(device_->context(), cq_entries, nullptr, channel_.get(), 0));
-    if (!cq_) {
-        throw std::system_error(errno, std::generic_category(), "ibv_create_cq");
-    }
+    if (!cq_) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
     qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth);
     // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
     ibv_qp_attr attr = init_attributes(device_->port());
@@ -166,9 +159,7 @@ void RDMAEndpoint::create_channel() {
 
 RDMAEndpoint::~RDMAEndpoint() {
     // ibv_destroy_cq waits until every event taken with ibv_get_cq_event is acked.
-    if (cq_ && events_.acks_outstanding() > 0) {
-        ack_all_before_destroy(*this, events_);
-    }
+    if (cq_ && events_.acks_outstanding() > 0) { ack_all_before_destroy(*this, events_); }
 }
 
 PeerInfo RDMAEndpoint::local_info() const {
@@ -190,8 +181,7 @@ PeerInfo RDMAEndpoint::local_info() const {
 // step03's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
 // RDMA READ depth, so that they agree without another round trip.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
-    if (remote_)
-        throw std::logic_error("connect: the endpoint is already connected");
+    if (remote_) throw std::logic_error("connect: the endpoint is already connected");
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
     connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
                std::min(read_depth_, remote.read_depth));

@@ -192,8 +192,7 @@ class RDMAEndpoint {
         wr.opcode = IBV_WR_SEND;
         wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
         // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
-        if (length <= max_inline_data_)
-            wr.send_flags |= IBV_SEND_INLINE;
+        if (length <= max_inline_data_) wr.send_flags |= IBV_SEND_INLINE;
         ibv_send_wr* bad = nullptr;
         if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
             throw_post_send_failed(rc);

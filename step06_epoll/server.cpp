@@ -58,12 +58,8 @@ void Server::accept_clients() {
         Socket fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
                             SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (fd.get() < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) {
-                return;
-            }
-            if (errno == EINTR) {
-                continue;
-            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) { return; }
+            if (errno == EINTR) { continue; }
             if (errno == EMFILE || errno == ENFILE) {
                 refuse_at_fd_limit();
                 return;
@@ -136,9 +132,7 @@ void Server::on_async_event() {
         const std::string text = async_event_text(event);
         std::printf("server: async event: %s\n", text.c_str());
         ibv_ack_async_event(&event);
-        if (ended) {
-            fail(*ended, "async event: " + text);
-        }
+        if (ended) { fail(*ended, "async event: " + text); }
     }
 }
 //! [on_async_event]
@@ -197,9 +191,7 @@ void Server::on_socket(ClientSession& s) {
     char chunk[256];
     const ssize_t n = ::read(s.socket.get(), chunk, sizeof chunk);
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            return;
-        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return; }
         if (errno != ECONNRESET) {
             throw std::system_error(errno, std::generic_category(), "read");
         }
@@ -229,9 +221,7 @@ void Server::on_socket(ClientSession& s) {
     }
     const std::uint64_t id = s.id;
     take_handshake(s);
-    if (sessions_.count(id) != 0) {
-        take_done(s);
-    }
+    if (sessions_.count(id) != 0) { take_done(s); }
     if (sessions_.count(id) != 0 && s.state == ClientSession::State::running && !s.inbox.empty()) {
         fail(s.id, "unexpected bytes after the handshake (" + printable_bytes(s.inbox) + ")");
     }
@@ -289,9 +279,7 @@ void Server::take_handshake(ClientSession& s) {
 /// After the handshake, the client sends "done" (and a NUL): ibv_rc_pingpong's last word.
 void Server::take_done(ClientSession& s) {
     const std::string_view done(kDoneMessage, sizeof kDoneMessage);  // with its NUL
-    if (s.state != ClientSession::State::await_done || s.inbox.size() < done.size()) {
-        return;
-    }
+    if (s.state != ClientSession::State::await_done || s.inbox.size() < done.size()) { return; }
     if (!std::equal(done.begin(), done.end(), s.inbox.begin())) {
         reject(s.id, "expected \"done\" after the handshake, got " +
                          printable_bytes(std::span<const char>(s.inbox).first(done.size())));
@@ -312,9 +300,7 @@ void Server::progress(ClientSession& s, std::span<const ibv_wc> completions) {
         fail(s.id, e.what());
         return;
     }
-    if (s.pingpong->complete()) {
-        finish(s.id, "complete", &ServerTotals::complete);
-    }
+    if (s.pingpong->complete()) { finish(s.id, "complete", &ServerTotals::complete); }
 }
 
 void Server::reject(std::uint64_t id, const std::string& why) {
@@ -329,9 +315,7 @@ void Server::fail(std::uint64_t id, const std::string& why) {
 void Server::finish(std::uint64_t id, const std::string& outcome,
                     std::uint32_t ServerTotals::*counter) {
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) {
-        return;
-    }
+    if (it == sessions_.end()) { return; }
     ClientSession& s = it->second;
     std::string line = "server: client " + std::to_string(id) + " (" + s.peer + "): " + outcome;
     if (s.endpoint) {

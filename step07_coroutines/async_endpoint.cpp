@@ -37,9 +37,7 @@ AsyncEndpoint::AsyncEndpoint(Reactor& reactor, RDMAEndpoint endpoint, const Asyn
     reactor_.add_channel(*this);
 }
 
-AsyncEndpoint::~AsyncEndpoint() {
-    close();
-}
+AsyncEndpoint::~AsyncEndpoint() { close(); }
 
 void AsyncEndpoint::close() noexcept {
     if (!reactor_.remove_channel(*this)) {  // out of the epoll set while the channel's fd is open
@@ -68,9 +66,7 @@ std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
 std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
     (void)on_channel_readable(ready);  // first, any event that is queued but not yet seen
     return safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), [&](const ibv_wc& wc) {
-        if (const std::coroutine_handle<> waiter = route(wc)) {
-            ready.push(waiter);
-        }
+        if (const std::coroutine_handle<> waiter = route(wc)) { ready.push(waiter); }
     });
 }
 
@@ -79,10 +75,8 @@ std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {
 //! [route]
 std::coroutine_handle<> AsyncEndpoint::route(const ibv_wc& wc) {
     switch (classify_wr_id(wc.wr_id)) {
-        case WrKind::receive:
-            return route_receive(wc);
-        case WrKind::send:
-            return route_send(wc);
+        case WrKind::receive: return route_receive(wc);
+        case WrKind::send: return route_send(wc);
         case WrKind::drain_marker:  // cancel()'s marker: every send before it is done, CQE or not
             break;
     }
@@ -129,9 +123,7 @@ void AsyncEndpoint::refuse_second(const Pending* slot, const Pending& waiter,
 }
 
 std::coroutine_handle<> AsyncEndpoint::take(Pending*& waiter) noexcept {
-    if (waiter == nullptr) {
-        return {};
-    }
+    if (waiter == nullptr) { return {}; }
     waiter->queued = true;
     return std::exchange(waiter, nullptr)->handle;
 }
@@ -143,21 +135,13 @@ std::coroutine_handle<> AsyncEndpoint::take_failed_waiter(Pending*& own) noexcep
 }
 
 void AsyncEndpoint::record_failure(const ibv_wc& wc) noexcept {
-    if (!failure_) {
-        failure_ = wc;
-    }
+    if (!failure_) { failure_ = wc; }
 }
 
 void AsyncEndpoint::forget(Pending& waiter) noexcept {
-    if (recv_waiter_ == &waiter) {
-        recv_waiter_ = nullptr;
-    }
-    if (send_waiter_ == &waiter) {
-        send_waiter_ = nullptr;
-    }
-    if (waiter.queued) {
-        reactor_.ready().forget(waiter.handle);
-    }
+    if (recv_waiter_ == &waiter) { recv_waiter_ = nullptr; }
+    if (send_waiter_ == &waiter) { send_waiter_ = nullptr; }
+    if (waiter.queued) { reactor_.ready().forget(waiter.handle); }
 }
 
 // ====================================================================== posting
@@ -168,9 +152,7 @@ void AsyncEndpoint::post_initial_receives() {
         std::min<std::uint64_t>(config_.rx_depth, receives_left_to_post_));
     for (std::uint32_t slot = 0; slot < initial; ++slot) {
         to_repost_[to_repost_count_++] = slot;
-        if (to_repost_count_ == to_repost_.size() || slot + 1 == initial) {
-            post_receive_batch();
-        }
+        if (to_repost_count_ == to_repost_.size() || slot + 1 == initial) { post_receive_batch(); }
     }
 }
 
@@ -208,9 +190,7 @@ void AsyncEndpoint::post_receive_batch() {
 }
 
 void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
-    if (failure_) {
-        throw WorkCompletionError(*failure_);
-    }
+    if (failure_) { throw WorkCompletionError(*failure_); }
     // step06's selective signaling: a completion every max(1, tx_depth/2) sends, and the last.
     const bool signaled = (sent_ + 1) % signal_every_ == 0 || last;
     ep_.post_send(kSendTag | sent_, std::size_t{config_.rx_depth} * config_.message_size, length,
@@ -221,9 +201,7 @@ void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
 Received AsyncEndpoint::RecvAwaiter::await_resume() {
     queued = false;
     ep_.refuse_second(ep_.recv_waiter_, *this, "recv()");
-    if (ep_.completed_count_ == 0) {
-        throw WorkCompletionError(*ep_.failure_);
-    }
+    if (ep_.completed_count_ == 0) { throw WorkCompletionError(*ep_.failure_); }
     const Completed c = ep_.completed_[ep_.completed_head_];
     ep_.completed_head_ = (ep_.completed_head_ + 1) % ep_.completed_.size();
     --ep_.completed_count_;
@@ -234,9 +212,7 @@ Received AsyncEndpoint::RecvAwaiter::await_resume() {
 void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
     queued = false;
     ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
-    if (ep_.failure_) {
-        throw WorkCompletionError(*ep_.failure_);
-    }
+    if (ep_.failure_) { throw WorkCompletionError(*ep_.failure_); }
 }
 
 // ====================================================================== cancel
@@ -245,9 +221,7 @@ void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
 /// Shutdown's first step for this connection: the QP to the error state, so that every
 /// outstanding request completes with a flush error, and the marker that tells when they have.
 void AsyncEndpoint::enter_error_state() {
-    if (cancelled_) {
-        return;
-    }
+    if (cancelled_) { return; }
     cancelled_ = true;
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
@@ -277,9 +251,7 @@ void AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     while (!drained() && Clock::now() - start < timeout &&
            Clock::now() - last_progress < kFlushStall) {
         const int n = ep_.poll(batch_);
-        if (n > 0) {
-            last_progress = Clock::now();
-        }
+        if (n > 0) { last_progress = Clock::now(); }
         for (int i = 0; i < n; ++i) {
             if (const std::coroutine_handle<> waiter = route(batch_[static_cast<std::size_t>(i)])) {
                 reactor_.ready().push(waiter);
@@ -295,9 +267,7 @@ void AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
         failure_ = flush;
     }
     for (Pending** waiter : {&recv_waiter_, &send_waiter_}) {
-        if (const std::coroutine_handle<> handle = take(*waiter)) {
-            reactor_.ready().push(handle);
-        }
+        if (const std::coroutine_handle<> handle = take(*waiter)) { reactor_.ready().push(handle); }
     }
 }
 //! [cancel]

@@ -236,9 +236,7 @@ class AsyncEndpoint::SendsDoneAwaiter : private AsyncEndpoint::Pending {
 };
 //! [send_awaiter_class]
 
-inline AsyncEndpoint::RecvAwaiter AsyncEndpoint::recv() noexcept {
-    return RecvAwaiter(*this);
-}
+inline AsyncEndpoint::RecvAwaiter AsyncEndpoint::recv() noexcept { return RecvAwaiter(*this); }
 inline AsyncEndpoint::SendAwaiter AsyncEndpoint::send(std::size_t length, bool last) noexcept {
     return SendAwaiter(*this, length, last);
 }

@@ -60,9 +60,7 @@ Task<void> ping_pong(Reactor& reactor, AsyncEndpoint& ep, const Options& o, Clie
             co_await reactor.sleep_until(start +
                                          std::chrono::nanoseconds(1'000'000'000LL * i / o.rate));
         }
-        if (o.check) {
-            fill_payload(ep.send_slot(), i, kClientSide);
-        }
+        if (o.check) { fill_payload(ep.send_slot(), i, kClientSide); }
         const auto sent_at = Clock::now();
         run.waiting_since = sent_at;
         run.awaiting_completion = true;
@@ -101,9 +99,7 @@ void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& 
         "voluntary, %ld involuntary\n",
         after.user_s - before.user_s, after.system_s - before.system_s, 100.0 * cpu_s / run.seconds,
         after.voluntary - before.voluntary, after.involuntary - before.involuntary);
-    if (o.check) {
-        std::printf("client: verified %u of %u replies\n", run.verified, o.iters);
-    }
+    if (o.check) { std::printf("client: verified %u of %u replies\n", run.verified, o.iters); }
 }
 
 /// step06's --timeout, "no completion within --timeout": a second coroutine that sleeps until
@@ -112,9 +108,7 @@ void print_events_and_cpu(const Options& o, AsyncEndpoint& ep, const ClientRun& 
 Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds timeout) {
     for (;;) {
         const auto now = Clock::now();
-        if (run.awaiting_completion && now - run.waiting_since > timeout) {
-            co_return;
-        }
+        if (run.awaiting_completion && now - run.waiting_since > timeout) { co_return; }
         co_await reactor.sleep_until(run.awaiting_completion ? run.waiting_since + timeout +
                                                                    std::chrono::milliseconds(1)
                                                              : now + timeout);
@@ -125,9 +119,7 @@ Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds
 /// sends nothing on it after the handshake: readable means closed. (A QP that the server
 /// destroyed sends nothing, so without this the client would learn only at --timeout.)
 Task<void> server_gone(Reactor& reactor, FdWatch& connection, const Socket& server) {
-    do {
-        co_await reactor.readable(connection);
-    } while (!peer_closed(server));
+    do { co_await reactor.readable(connection); } while (!peer_closed(server));
 }
 
 /// Runs the reactor until the client coroutine ends, a signal comes, the server closes the

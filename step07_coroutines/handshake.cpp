@@ -37,8 +37,7 @@ void put_be(std::byte* at, std::uint64_t value, int bytes) {
 
 std::uint64_t get_be(const std::byte* at, int bytes) {
     std::uint64_t value = 0;
-    for (int i = 0; i < bytes; ++i)
-        value = (value << 8) | std::to_integer<std::uint64_t>(at[i]);
+    for (int i = 0; i < bytes; ++i) value = (value << 8) | std::to_integer<std::uint64_t>(at[i]);
     return value;
 }
 
@@ -129,8 +128,7 @@ PeerInfo decode_handshake_v3(std::span<const std::byte> bytes) {
     info.mtu = static_cast<ibv_mtu>(mtu);
     if (info.read_depth == 0)
         protocol_error("handshake v3: the peer's RDMA READ depth is 0 (1..255)");
-    if (info.length == 0)
-        protocol_error("handshake v3: the peer advertises an empty buffer");
+    if (info.length == 0) protocol_error("handshake v3: the peer advertises an empty buffer");
     if (info.addr + info.length < info.addr && info.addr + info.length != 0) {
         protocol_error("handshake v3: the buffer at " + hex32(info.addr, 16) + " of " +
                        std::to_string(info.length) + " bytes wraps around the address space");
@@ -143,8 +141,7 @@ std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs, 
     std::string their_values, my_values, options;
     const auto compare = [&](const char* option, std::uint32_t my_value,
                              std::uint32_t their_value) {
-        if (my_value == 0 || their_value == 0 || my_value == their_value)
-            return;
+        if (my_value == 0 || their_value == 0 || my_value == their_value) return;
         const std::string sep = options.empty() ? "" : " ";
         their_values += sep + option + " " + std::to_string(their_value);
         my_values += sep + option + " " + std::to_string(my_value);
@@ -152,8 +149,7 @@ std::string describe_run_mismatch(const PeerInfo& mine, const PeerInfo& theirs, 
     };
     compare("-s", mine.message_size, theirs.message_size);
     compare("-n", mine.iterations, theirs.iterations);
-    if (options.empty())
-        return {};
+    if (options.empty()) return {};
     return std::string("the ") + (server ? "client" : "server") + " uses " + their_values +
            ", this " + (server ? "server " : "client ") + my_values +
            ": both sides must use the same " + options;
@@ -175,8 +171,7 @@ HandshakeV3Message receive_handshake(const Socket& peer, std::chrono::seconds ti
     HandshakeV3Message theirs{};
     std::span<char> raw(reinterpret_cast<char*>(theirs.data()), theirs.size());
     receive_exactly(peer, raw.first(4), timeout, "the peer's handshake");
-    if (get_be(theirs.data(), 4) != kHandshakeMagic)
-        (void)decode_handshake_v3(theirs);  // throws
+    if (get_be(theirs.data(), 4) != kHandshakeMagic) (void)decode_handshake_v3(theirs);  // throws
     receive_exactly(peer, raw.subspan(4), timeout, "the peer's handshake");
     return theirs;
 }

@@ -90,9 +90,7 @@ Task<void> Server::serve_client(ClientSession& s) {
             const Received message = co_await ep.recv();  // the next completed receive slot
             check_message(s, message);                    // its size, and --check's pattern
             ep.repost(message.slot);
-            if (o_.check) {
-                fill_payload(ep.send_slot().first(o_.size), i, kServerSide);
-            }
+            if (o_.check) { fill_payload(ep.send_slot().first(o_.size), i, kServerSide); }
             // Suspends only while the send queue is full; every tx_depth/2-th send is signaled.
             co_await ep.send(o_.size, i + 1 == o_.iters);
             ++s.sent;
@@ -124,16 +122,12 @@ void Server::shut_down() {
     // 2. Every QP to the error state: each outstanding request completes with a flush error.
     for (auto& [id, s] : sessions_) {
         s->aborted = true;
-        if (s->endpoint) {
-            s->endpoint->enter_error_state();
-        }
+        if (s->endpoint) { s->endpoint->enter_error_state(); }
     }
     // 3. Client by client, its flush completions drained, those of the unsignaled sends and the
     //    posted receives too. Its waiter is queued with the flush error.
     for (auto& [id, s] : sessions_) {
-        if (s->endpoint) {
-            s->endpoint->cancel(kFlushTimeout);
-        }
+        if (s->endpoint) { s->endpoint->cancel(kFlushTimeout); }
     }
     // 4. Every waiter on a socket or a timer (the accept loop, the watchdog, a handshake) is
     //    queued with CancelledError; then all resume: each client's coroutine prints "aborted by
@@ -144,9 +138,7 @@ void Server::shut_down() {
     accepting_.reset();
     watching_.reset();
     async_watching_.reset();
-    for (auto& [id, s] : sessions_) {
-        s->coroutine.reset();
-    }
+    for (auto& [id, s] : sessions_) { s->coroutine.reset(); }
     // 6. The sessions: each one's socket, and its endpoint (QP, CQ, channel, MR, buffer), events
     //    acked. The listener and the device (PD, context) go with the server.
     sessions_.clear();
@@ -165,9 +157,7 @@ int main(int argc, char** argv) {
         return kExitUsage;
     } catch (const TutorialError& e) {
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-        if (!e.hint().empty()) {
-            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
-        }
+        if (!e.hint().empty()) { std::fprintf(stderr, "hint: %s\n", e.hint().c_str()); }
         return e.exit_code();
     } catch (const std::exception& e) {  // a programming error, e.g. a range check in the class
         std::fprintf(stderr, "%s: %s\n", kProgram, e.what());

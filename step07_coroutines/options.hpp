@@ -103,15 +103,9 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
 // One option that getopt_long returned, stored in o; a bad value is a UsageError.
 inline void apply_option(Options& o, int c, std::string_view arg) {
     switch (c) {
-        case 'd':
-            o.device_name = arg;
-            break;
-        case 'i':
-            o.ib_port = static_cast<int>(parse_number(arg, "--ib-port", 1, 255));
-            break;
-        case 'g':
-            o.gid_index = static_cast<int>(parse_number(arg, "--gid-idx", 0, 255));
-            break;
+        case 'd': o.device_name = arg; break;
+        case 'i': o.ib_port = static_cast<int>(parse_number(arg, "--ib-port", 1, 255)); break;
+        case 'g': o.gid_index = static_cast<int>(parse_number(arg, "--gid-idx", 0, 255)); break;
         case 's':
             o.size = static_cast<std::size_t>(parse_number(arg, "--size", 1, kMaxBufferSize));
             break;
@@ -131,18 +125,12 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case 't':
             o.tx_depth = static_cast<int>(parse_number(arg, "--tx-depth", 1, kMaxDepth));
             break;
-        case 'p':
-            o.tcp_port = static_cast<int>(parse_number(arg, "--port", 1, 65535));
-            break;
-        case kOptBind:
-            o.bind_address = arg;
-            break;
+        case 'p': o.tcp_port = static_cast<int>(parse_number(arg, "--port", 1, 65535)); break;
+        case kOptBind: o.bind_address = arg; break;
         case kOptTimeout:
             o.timeout_seconds = static_cast<int>(parse_number(arg, "--timeout", 1, 3600));
             break;
-        case kOptCheck:
-            o.check = true;
-            break;
+        case kOptCheck: o.check = true; break;
         case kOptExitAfter:
             o.exit_after =
                 static_cast<std::uint32_t>(parse_number(arg, "--exit-after", 1, 1'000'000));
@@ -153,12 +141,8 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case kOptRate:
             o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
-        case 'v':
-            o.verbose = true;
-            break;
-        case 'h':
-            o.help = true;
-            break;
+        case 'v': o.verbose = true; break;
+        case 'h': o.help = true; break;
     }
 }
 
@@ -177,9 +161,7 @@ inline Options parse_options(int argc, char** argv) {
     const auto operands =
         parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:p:vh", kLongOptions, 1,
                            [&](int c, std::string_view arg) { apply_option(o, c, arg); });
-    if (!operands.empty()) {
-        o.host = operands[0];
-    }
+    if (!operands.empty()) { o.host = operands[0]; }
     check_option_combinations(o);
     return o;
 }

@@ -57,18 +57,14 @@ inline void print_address(const char* which, const PeerInfo& info) {
 }
 
 inline void fill_payload(std::span<std::byte> message, std::uint32_t iter, int side) {
-    for (std::size_t k = 0; k < message.size(); ++k) {
-        message[k] = payload_byte(k, iter, side);
-    }
+    for (std::size_t k = 0; k < message.size(); ++k) { message[k] = payload_byte(k, iter, side); }
 }
 
 /// Compares byte by byte, so that checking a message allocates nothing.
 [[nodiscard]] inline bool payload_ok(std::span<const std::byte> message, std::uint32_t iter,
                                      int side) {
     for (std::size_t k = 0; k < message.size(); ++k) {
-        if (message[k] != payload_byte(k, iter, side)) {
-            return false;
-        }
+        if (message[k] != payload_byte(k, iter, side)) { return false; }
     }
     return true;
 }
@@ -79,13 +75,9 @@ inline constexpr int kClientSide = 0, kServerSide = 1;
 /// Takes the events already queued on the channel, just before the final ack, so that the
 /// event counts include one that arrived after the last message.
 inline void take_queued_events(RDMAEndpoint& ep) noexcept {
-    if (ep.channel_fd() < 0) {
-        return;
-    }
+    if (ep.channel_fd() < 0) { return; }
     try {
-        while (ep.get_event()) {
-            ep.events().on_event();
-        }
+        while (ep.get_event()) { ep.events().on_event(); }
     } catch (const std::exception&) {
         return;  // only the statistics lose: the final ack and destroy still run
     }

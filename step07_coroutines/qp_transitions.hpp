@@ -32,15 +32,9 @@ inline constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
 
 // The mask for one RC transition, or 0 for a transition this tutorial does not make.
 [[nodiscard]] constexpr int rc_transition_mask(ibv_qp_state from, ibv_qp_state to) {
-    if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-        return kInitMask;
-    }
-    if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
-        return kRtrMask;
-    }
-    if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
-        return kRtsMask;
-    }
+    if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) { return kInitMask; }
+    if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) { return kRtrMask; }
+    if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) { return kRtsMask; }
     return 0;
 }
 
@@ -105,9 +99,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 
 [[nodiscard]] inline std::optional<ibv_mtu> mtu_from_bytes(int bytes) {
     for (const ibv_mtu mtu : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096}) {
-        if (mtu_bytes(mtu) == bytes) {
-            return mtu;
-        }
+        if (mtu_bytes(mtu) == bytes) { return mtu; }
     }
     return std::nullopt;
 }

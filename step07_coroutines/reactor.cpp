@@ -35,22 +35,16 @@ void Reactor::add_channel(ChannelClient& client) {
     watch(client.channel_fd(), client.watch_);
     client.watched_ = true;
     client.next_ = channels_;
-    if (channels_ != nullptr) {
-        channels_->prev_ = &client;
-    }
+    if (channels_ != nullptr) { channels_->prev_ = &client; }
     channels_ = &client;
     client.last_activity_ = Clock::now();
 }
 
 bool Reactor::remove_channel(ChannelClient& c) noexcept {
-    if (!c.watched_) {
-        return false;
-    }
+    if (!c.watched_) { return false; }
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.channel_fd(), nullptr);
     (c.prev_ != nullptr ? c.prev_->next_ : channels_) = c.next_;
-    if (c.next_ != nullptr) {
-        c.next_->prev_ = c.prev_;
-    }
+    if (c.next_ != nullptr) { c.next_->prev_ = c.prev_; }
     c.prev_ = c.next_ = nullptr;
     c.watched_ = false;
     return true;
@@ -79,9 +73,7 @@ void Reactor::run_round(const sigset_t& wait_mask) {
     const bool timed_out =
         n == 0 && timeout == safety_period_;  // a timer's end is no safety period
     // Route: every ready source stores what happened and queues its waiting coroutine.
-    for (int i = 0; i < n; ++i) {
-        dispatch(events[static_cast<std::size_t>(i)]);
-    }
+    for (int i = 0; i < n; ++i) { dispatch(events[static_cast<std::size_t>(i)]); }
     const auto now = Clock::now();
     expire_timers(now);
     safety_net_sweep(timed_out, now);
@@ -99,9 +91,7 @@ void Reactor::dispatch(const epoll_event& event) {
             break;
         case Watch::Kind::channel: {
             auto& client = *static_cast<ChannelClient*>(watch.owner);
-            if (client.on_channel_readable(ready_) > 0) {
-                client.last_activity_ = Clock::now();
-            }
+            if (client.on_channel_readable(ready_) > 0) { client.last_activity_ = Clock::now(); }
             break;
         }
     }
@@ -111,14 +101,10 @@ void Reactor::dispatch(const epoll_event& event) {
 /// step06's safety net: when epoll_pwait2 timed out, or once per safety period for a channel
 /// quiet that long, poll its CQ anyway (AsyncEndpoint::safety_net: a queued event first).
 void Reactor::safety_net_sweep(bool timed_out, Clock::time_point now) {
-    if (!timed_out && now < next_sweep_) {
-        return;
-    }
+    if (!timed_out && now < next_sweep_) { return; }
     for (ChannelClient* c = channels_; c != nullptr; c = c->next_) {
         if (timed_out || now - c->last_activity_ >= safety_period_) {
-            if (c->safety_net(ready_) > 0) {
-                c->last_activity_ = now;
-            }
+            if (c->safety_net(ready_) > 0) { c->last_activity_ = now; }
         }
     }
     next_sweep_ = now + safety_period_;
@@ -150,9 +136,7 @@ void Reactor::link(Waiter& waiter) {
 
 // The fd leaves the epoll set while its FdWatch, and so the fd, still exists.
 void Reactor::unlink(Waiter& waiter) noexcept {
-    if (!waiter.linked_) {
-        return;
-    }
+    if (!waiter.linked_) { return; }
     if (waiter.fd_ != nullptr && waiter.fd_->waiter_ == &waiter) {
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, waiter.fd_->fd_, nullptr);
         waiter.fd_->waiter_ = nullptr;
@@ -183,16 +167,12 @@ Clock::duration Reactor::to_next_timer() const {
 }
 
 void Reactor::cancel_waiters() {
-    while (waiters_ != nullptr) {
-        wake(*waiters_, Waiter::Outcome::cancelled);
-    }
+    while (waiters_ != nullptr) { wake(*waiters_, Waiter::Outcome::cancelled); }
 }
 
 FdWatch::~FdWatch() {
     Waiter* w = waiter_;
-    if (w == nullptr) {
-        return;
-    }
+    if (w == nullptr) { return; }
     try {
         reactor_.wake(*w, Waiter::Outcome::cancelled);
     } catch (const std::exception& e) {  // a full ReadyQueue: say so, never throw from here
@@ -206,9 +186,7 @@ void Waiter::suspend(std::coroutine_handle<> handle) {
     reactor_.link(*this);
 }
 
-bool Waiter::fd_busy() const noexcept {
-    return fd_ != nullptr && fd_->waiter_ != nullptr;
-}
+bool Waiter::fd_busy() const noexcept { return fd_ != nullptr && fd_->waiter_ != nullptr; }
 
 Waiter::Outcome Waiter::resumed() {
     queued_ = false;
@@ -216,17 +194,13 @@ Waiter::Outcome Waiter::resumed() {
         throw std::logic_error("Reactor: a second coroutine awaits fd " + std::to_string(fd_->fd_) +
                                " while one already does");
     }
-    if (outcome_ == Outcome::cancelled) {
-        throw CancelledError();
-    }
+    if (outcome_ == Outcome::cancelled) { throw CancelledError(); }
     return outcome_;
 }
 
 Waiter::~Waiter() {
     reactor_.unlink(*this);
-    if (queued_) {
-        reactor_.ready_.forget(handle_);
-    }
+    if (queued_) { reactor_.ready_.forget(handle_); }
 }
 
 }  // namespace tutorial

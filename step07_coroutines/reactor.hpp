@@ -41,9 +41,7 @@ class ReadyQueue {
             const std::coroutine_handle<> handle = ring_[head_];
             head_ = (head_ + 1) % ring_.size();
             --size_;
-            if (handle) {
-                handle.resume();
-            }
+            if (handle) { handle.resume(); }
         }
     }
     /// Blanks \p handle's entries: for a frame destroyed while queued (its awaiter's destructor).
@@ -73,9 +71,7 @@ template <typename Source, typename Route>
 ChannelPass service_and_route(Source& source, CqEventTracker& tracker, std::span<ibv_wc> batch,
                               Route&& route, ReadyQueue& ready) {
     return service_channel(source, tracker, batch, [&](const ibv_wc& wc) {
-        if (const std::coroutine_handle<> waiter = route(wc)) {
-            ready.push(waiter);
-        }
+        if (const std::coroutine_handle<> waiter = route(wc)) { ready.push(waiter); }
     });
 }
 //! [drain_then_resume]
@@ -211,9 +207,7 @@ class Reactor {
     template <typename Done>
     void run_until(Done&& done) {
         const StopSignalsBlocked blocked;  // restored when run_until returns
-        while (!done()) {
-            run_round(blocked.before());
-        }
+        while (!done()) { run_round(blocked.before()); }
     }
 
     /// Queues a top-level task's coroutine to run in the next resume phase; the caller keeps the

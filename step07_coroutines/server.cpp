@@ -120,12 +120,8 @@ bool Server::housekeeping() {
     if (accepting_.done()) {
         accepting_.result();  // accept4 failed: rethrown to main(), as step06's loop did
     }
-    if (watching_.done()) {
-        watching_.result();
-    }
-    if (async_watching_.done()) {
-        async_watching_.result();
-    }
+    if (watching_.done()) { watching_.result(); }
+    if (async_watching_.done()) { async_watching_.result(); }
     if (const int signal = g_stop_signal; signal != 0 && !stopping_) {
         std::printf("server: %s received: stop accepting, abort %zu in-flight client(s)\n",
                     signal == SIGINT ? "SIGINT" : "SIGTERM", sessions_.size());
@@ -140,9 +136,7 @@ std::ptrdiff_t Server::read_into_inbox(ClientSession& s) {
     char chunk[256];
     const ssize_t n = ::read(s.socket.get(), chunk, sizeof chunk);
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            return -1;
-        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return -1; }
         if (errno != ECONNRESET) {
             throw std::system_error(errno, std::generic_category(), "read");
         }
@@ -159,9 +153,7 @@ Task<PeerInfo> Server::take_handshake(ClientSession& s) {
         if (!s.format && s.inbox.size() >= 4) {
             s.format = detect_handshake(std::span<const char, 4>(s.inbox.data(), 4));
         }
-        if (s.format && s.inbox.size() >= handshake_size(s.format)) {
-            break;
-        }
+        if (s.format && s.inbox.size() >= handshake_size(s.format)) { break; }
         const bool ready = co_await reactor_.readable(*s.socket_watch, s.handshake_deadline);
         if (!ready) {
             reject("no handshake within " + std::to_string(o_.timeout_seconds) + " s (" +
@@ -184,9 +176,7 @@ PeerInfo Server::parse_handshake(ClientSession& s) {
     if (s.format == HandshakeFormat::v3) {
         try {
             remote = decode_handshake_v3(std::as_bytes(std::span(message)));
-        } catch (const TutorialError& e) {
-            reject(e.what());
-        }
+        } catch (const TutorialError& e) { reject(e.what()); }
         return remote;
     }
     std::string error;
@@ -256,12 +246,8 @@ Task<void> Server::take_done(ClientSession& s) {
     const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_seconds);
     while (s.inbox.size() < done.size()) {
         const bool ready = co_await reactor_.readable(*s.socket_watch, deadline);
-        if (!ready) {
-            throw SessionEnd(silent_outcome(s));
-        }
-        if (read_into_inbox(s) == 0) {
-            reject("peer closed before sending \"done\"");
-        }
+        if (!ready) { throw SessionEnd(silent_outcome(s)); }
+        if (read_into_inbox(s) == 0) { reject("peer closed before sending \"done\""); }
     }
     if (!std::equal(done.begin(), done.end(), s.inbox.begin())) {
         reject("expected \"done\" after the handshake, got " +
@@ -302,9 +288,7 @@ void Server::end_silent_sessions() {
     const auto now = Clock::now();
     for (auto& [id, session] : sessions_) {
         ClientSession& s = *session;
-        if (s.state != ClientSession::State::running || s.stop) {
-            continue;
-        }
+        if (s.state != ClientSession::State::running || s.stop) { continue; }
         // ibv_rc_pingpong (and step05's class) close the TCP connection after the handshake:
         // from here on only the QP tells whether the client is alive. Bytes are an error.
         if (s.socket.get() >= 0) {
@@ -397,9 +381,7 @@ Outcome Server::ended_by(const ClientSession& s, const std::exception& e) const 
                            : std::string("aborted by shutdown during the handshake"),
                 &ServerTotals::aborted};
     }
-    if (s.stop) {
-        return *s.stop;
-    }
+    if (s.stop) { return *s.stop; }
     if (const auto* error = dynamic_cast<const std::system_error*>(&e);
         error != nullptr && (error->code().value() == EMFILE || error->code().value() == ENFILE)) {
         return {"rejected: " + fd_limit_text(sessions_.size() - 1) + " (" + e.what() + ")",

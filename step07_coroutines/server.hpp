@@ -35,9 +35,7 @@ namespace tutorial {
 /// (0x52444d41, big-endian), or anything else, which must then be ibv_rc_pingpong's hex LID.
 [[nodiscard]] inline HandshakeFormat detect_handshake(std::span<const char, 4> first) {
     std::uint32_t magic = 0;
-    for (const char c : first) {
-        magic = magic << 8 | static_cast<unsigned char>(c);
-    }
+    for (const char c : first) { magic = magic << 8 | static_cast<unsigned char>(c); }
     return magic == kHandshakeMagic ? HandshakeFormat::v3 : HandshakeFormat::rc_pingpong;
 }
 //! [detect_handshake]

@@ -35,9 +35,7 @@ struct PromiseBase {
     /// An exception that leaves the body is kept and rethrown to the awaiter.
     void unhandled_exception() noexcept { error = std::current_exception(); }
     void rethrow_error() const {
-        if (error) {
-            std::rethrow_exception(error);
-        }
+        if (error) { std::rethrow_exception(error); }
     }
 };
 
@@ -113,9 +111,7 @@ class [[nodiscard]] Task {
     T result() { return handle_.promise().take(); }
     /// Destroys the frame (and every local in it) now; the Task becomes empty.
     void reset() noexcept {
-        if (handle_) {
-            std::exchange(handle_, {}).destroy();
-        }
+        if (handle_) { std::exchange(handle_, {}).destroy(); }
     }
 
   private:

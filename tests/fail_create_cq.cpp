@@ -14,9 +14,7 @@ namespace {
 
 ibv_context* closed_context = nullptr;
 
-void say(const char* line, std::size_t length) {
-    (void)!::write(2, line, length);
-}
+void say(const char* line, std::size_t length) { (void)!::write(2, line, length); }
 
 template <typename Fn>
 Fn real(const char* name) {

@@ -34,12 +34,8 @@ void report_exit() {
 void raise_sigint_once(const pollfd* fds, nfds_t count) {
     static bool raised = false;
     bool pollin = false;
-    for (nfds_t i = 0; i < count; ++i) {
-        pollin = pollin || (fds[i].events & POLLIN) != 0;
-    }
-    if (raised || !pollin) {
-        return;
-    }
+    for (nfds_t i = 0; i < count; ++i) { pollin = pollin || (fds[i].events & POLLIN) != 0; }
+    if (raised || !pollin) { return; }
     raised = true;
     static const char line[] = "sigint_in_window: SIGINT before the wait\n";
     (void)!write(2, line, sizeof line - 1);

@@ -171,9 +171,7 @@ TEST(ServiceChannel, ASecondQueuedEventIsTakenByTheNextPass) {
 TEST(ServiceChannel, DrainsEveryCompletionNotOnePerEvent) {
     FakeChannel ch;
     ch.queued_events = 1;
-    for (int i = 0; i < 10; ++i) {
-        ch.cq.push_back({i});
-    }
+    for (int i = 0; i < 10; ++i) { ch.cq.push_back({i}); }
     CqEventTracker t(16);
     const auto seen = run_pass(ch, t, 4);
     EXPECT_EQ(seen.size(), 10u);
@@ -235,9 +233,7 @@ TEST(ServiceChannel, NoWakeupIsLostOverManyRandomPasses) {
                 ch.armed = false;
             }
         }
-        if (next() % 3 == 0) {
-            ch.arrive_after_rearm.push_back({produced++});
-        }
+        if (next() % 3 == 0) { ch.arrive_after_rearm.push_back({produced++}); }
         auto got = run_pass(ch, t, 3);
         seen.insert(seen.end(), got.begin(), got.end());
     }
@@ -256,9 +252,7 @@ TEST(ServiceChannel, NoWakeupIsLostOverManyRandomPasses) {
     }
     ASSERT_EQ(static_cast<int>(seen.size()), produced);
     std::sort(seen.begin(), seen.end());  // late arrivals are numbered early: compare as a set
-    for (int i = 0; i < produced; ++i) {
-        ASSERT_EQ(seen[static_cast<std::size_t>(i)], i);
-    }
+    for (int i = 0; i < produced; ++i) { ASSERT_EQ(seen[static_cast<std::size_t>(i)], i); }
     tutorial::ack_all_before_destroy(ch, t);
     EXPECT_TRUE(t.balanced());
     EXPECT_EQ(ch.acked, t.received());
@@ -268,9 +262,7 @@ TEST(ServiceChannel, AckAllBeforeDestroyAcksTheRemainder) {
     FakeChannel ch;
     ch.queued_events = 3;
     CqEventTracker t(16);
-    for (int pass = 0; pass < 3; ++pass) {
-        run_pass(ch, t);
-    }
+    for (int pass = 0; pass < 3; ++pass) { run_pass(ch, t); }
     EXPECT_EQ(ch.acked, 0u);
     tutorial::ack_all_before_destroy(ch, t);
     EXPECT_EQ(ch.acked, 3u);
@@ -281,9 +273,7 @@ TEST(ServiceChannel, AckAllBeforeDestroyAcksTheRemainder) {
 
 TEST(SafetyNetPoll, DrainsMoreThanOneBatch) {
     FakeChannel ch;
-    for (int i = 0; i < 9; ++i) {
-        ch.cq.push_back({i});
-    }
+    for (int i = 0; i < 9; ++i) { ch.cq.push_back({i}); }
     CqEventTracker t(1);
     std::vector<FakeCompletion> batch(4);
     int n = 0;
@@ -408,26 +398,18 @@ TEST(SafetyNetPoll, CountsExactlyTheEventsTheDriverDropped) {
             ++ch.queued_events;
             in_flight = false;
         }
-        for (int i = 0; i < arrivals; ++i) {
-            arrive();
-        }
+        for (int i = 0; i < arrivals; ++i) { arrive(); }
         if (ch.queued_events > 0) {
             tutorial::service_channel(ch, t, std::span<FakeCompletion>(batch), keep);
         } else {
             (void)tutorial::safety_net_poll(ch, t, std::span<FakeCompletion>(batch), keep);
         }
     };
-    for (int r = 0; r < 3000; ++r) {
-        round(static_cast<int>(next() % 3));
-    }
-    for (int r = 0; r < 4; ++r) {
-        round(0);
-    }
+    for (int r = 0; r < 3000; ++r) { round(static_cast<int>(next() % 3)); }
+    for (int r = 0; r < 4; ++r) { round(0); }
     ASSERT_EQ(static_cast<int>(seen.size()), produced);
     std::sort(seen.begin(), seen.end());
-    for (int i = 0; i < produced; ++i) {
-        ASSERT_EQ(seen[static_cast<std::size_t>(i)], i);
-    }
+    for (int i = 0; i < produced; ++i) { ASSERT_EQ(seen[static_cast<std::size_t>(i)], i); }
     EXPECT_GT(dropped, 10u);
     EXPECT_EQ(t.wakeups.lost_wakeups(), dropped);
     EXPECT_GT(t.wakeups.late_events(), 0u);

@@ -20,9 +20,7 @@ namespace {
 
 std::vector<char> bytes_of(std::string_view text, bool with_nul = true) {
     std::vector<char> bytes(text.begin(), text.end());
-    if (with_nul) {
-        bytes.push_back('\0');
-    }
+    if (with_nul) { bytes.push_back('\0'); }
     return bytes;
 }
 
@@ -172,9 +170,7 @@ TEST(WireFormat, PrintableBytesShowsWhatArrived) {
 }
 
 // --rc-pingpong-compat (step05 on) speaks this format too.
-std::span<const char> as_message(const std::string& text) {
-    return {text.data(), text.size()};
-}
+std::span<const char> as_message(const std::string& text) { return {text.data(), text.size()}; }
 
 TEST(RcPingpongFormat, MatchesTheReferenceBinary) {
     // Captured in the lab from ibv_rc_pingpong -g 1 (a client's first message).

@@ -45,9 +45,7 @@ class WakeupClassifier {
     /// The safety net is about to poll: true when it must re-arm first, because its previous
     /// find's event never came (a lost wake-up; the CQE behind it disarmed the CQ).
     [[nodiscard]] bool rearm_before_safety_net() noexcept {
-        if (!suspect_) {
-            return false;
-        }
+        if (!suspect_) { return false; }
         suspect_ = false;
         ++lost_wakeups_;
         return true;

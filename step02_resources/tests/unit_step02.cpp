@@ -14,9 +14,7 @@ Options parse(std::initializer_list<const char*> args) {
     std::vector<std::string> storage{"step02_resources"};
     storage.insert(storage.end(), args.begin(), args.end());
     std::vector<char*> argv;
-    for (std::string& arg : storage) {
-        argv.push_back(arg.data());
-    }
+    for (std::string& arg : storage) { argv.push_back(arg.data()); }
     argv.push_back(nullptr);
     return parse_options(static_cast<int>(storage.size()), argv.data());
 }
@@ -24,9 +22,7 @@ Options parse(std::initializer_list<const char*> args) {
 std::string usage_error(std::initializer_list<const char*> args) {
     try {
         (void)parse(args);
-    } catch (const UsageError& e) {
-        return e.what();
-    }
+    } catch (const UsageError& e) { return e.what(); }
     return "no UsageError";
 }
 

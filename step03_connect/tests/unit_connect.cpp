@@ -72,9 +72,7 @@ TEST(Transitions, PsnsAreRandom24BitValues) {
 
 std::vector<char*> argv_of(std::vector<std::string>& args) {
     std::vector<char*> argv;
-    for (std::string& arg : args) {
-        argv.push_back(arg.data());
-    }
+    for (std::string& arg : args) { argv.push_back(arg.data()); }
     argv.push_back(nullptr);
     return argv;
 }

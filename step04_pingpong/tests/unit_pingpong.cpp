@@ -73,9 +73,7 @@ TEST(Transitions, PsnsAreRandom24BitValues) {
 
 std::vector<char*> argv_of(std::vector<std::string>& args) {
     std::vector<char*> argv;
-    for (std::string& arg : args) {
-        argv.push_back(arg.data());
-    }
+    for (std::string& arg : args) { argv.push_back(arg.data()); }
     argv.push_back(nullptr);
     return argv;
 }
@@ -144,9 +142,7 @@ TEST(Options, RcPingpongOptionsAndOurs) {
 // Round trips 2, 4, ..., 20 usec: halved 1..10. The 2 largest leave the count (m = 8).
 TEST(LatencyStats, FollowsPerftestOnKnownSamples) {
     std::vector<double> round_trips;
-    for (int i = 10; i >= 1; --i) {
-        round_trips.push_back(2.0 * i);
-    }
+    for (int i = 10; i >= 1; --i) { round_trips.push_back(2.0 * i); }
     const LatencyStats stats = compute_latency_stats(round_trips);
     EXPECT_EQ(stats.samples, 8u);
     EXPECT_DOUBLE_EQ(stats.t_min, 1.0);

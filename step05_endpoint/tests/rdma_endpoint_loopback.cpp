@@ -30,8 +30,7 @@ using tutorial::WorkCompletionError;
 bool have_device() {
     int count = 0;
     ibv_device** list = ibv_get_device_list(&count);
-    if (list != nullptr)
-        ibv_free_device_list(list);
+    if (list != nullptr) ibv_free_device_list(list);
     return count > 0;
 }
 
@@ -48,8 +47,7 @@ bool have_device() {
 
 DeviceConfig device_config() {
     DeviceConfig c;
-    if (const char* device = std::getenv("RDMA_DEVICE"))
-        c.device_name = device;
+    if (const char* device = std::getenv("RDMA_DEVICE")) c.device_name = device;
     return c;
 }
 
@@ -181,8 +179,7 @@ TEST(Loopback, CompletionsOfOtherWrIdsAreStashedInOrder) {
     REQUIRE_DEVICE();
     RDMAEndpoint a(device(), config()), b(device(), config());
     connect_pair(a, b);
-    for (std::uint64_t id = 100; id < 104; ++id)
-        a.post_write(id % 2, 0, 0, 8);  // wr_ids 0,1,0,1
+    for (std::uint64_t id = 100; id < 104; ++id) a.post_write(id % 2, 0, 0, 8);  // wr_ids 0,1,0,1
     a.post_write(7, 0, 0, 8);
     EXPECT_EQ(a.poll_completion(7).wr_id, 7u);  // the four others are stashed meanwhile
     EXPECT_EQ(a.poll_completion(1).wr_id, 1u);
@@ -200,14 +197,12 @@ TEST(Loopback, KeptCompletionsComeBackInCqOrder) {
     RDMAEndpoint a(device(), config()), b(device(), config());
     connect_pair(a, b);
     const std::array<std::uint64_t, 6> ids{9, 3, 17, 5, 1, 12};
-    for (std::uint64_t id : ids)
-        a.post_write(id, 0, 0, 8);
+    for (std::uint64_t id : ids) a.post_write(id, 0, 0, 8);
     a.post_write(7, 0, 0, 8);
     EXPECT_EQ(a.poll_completion(7).wr_id, 7u);  // the six others are kept meanwhile
     std::array<ibv_wc, 8> batch;
     ASSERT_EQ(a.try_poll(batch), ids.size());
-    for (std::size_t i = 0; i < ids.size(); ++i)
-        EXPECT_EQ(batch[i].wr_id, ids[i]) << "at " << i;
+    for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(batch[i].wr_id, ids[i]) << "at " << i;
 }
 
 // A server's endpoints share one context and PD; each has its own CQ, QP and MR.
@@ -508,7 +503,6 @@ int main(int argc, char** argv) {
     ::testing::InitGoogleTest(&argc, argv);
     const int rc = RUN_ALL_TESTS();
     const auto* unit = ::testing::UnitTest::GetInstance();
-    if (rc == 0 && unit->skipped_test_count() > 0)
-        return 77;
+    if (rc == 0 && unit->skipped_test_count() > 0) return 77;
     return rc;
 }

@@ -195,8 +195,7 @@ tutorial::GidEntry entry(std::uint32_t index, ibv_gid_type type,
     e.index = index;
     e.type = type;
     std::size_t at = 16 - tail.size();
-    for (std::uint8_t b : tail)
-        e.gid[at++] = b;
+    for (std::uint8_t b : tail) e.gid[at++] = b;
     return e;
 }
 

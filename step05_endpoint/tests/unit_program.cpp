@@ -13,8 +13,7 @@ using tutorial::UsageError;
 Options parse(std::vector<std::string> args) {
     args.insert(args.begin(), "step05_endpoint");
     std::vector<char*> argv;
-    for (auto& a : args)
-        argv.push_back(a.data());
+    for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     return tutorial::parse_options(static_cast<int>(args.size()), argv.data());
 }
@@ -22,9 +21,7 @@ Options parse(std::vector<std::string> args) {
 std::string usage_error(std::vector<std::string> args) {
     try {
         (void)parse(std::move(args));
-    } catch (const UsageError& e) {
-        return e.what();
-    }
+    } catch (const UsageError& e) { return e.what(); }
     return "(accepted)";
 }
 
@@ -122,8 +119,7 @@ TEST(Options, HandshakeCarriesSizeAndIterations) {
 
 TEST(Stats, KnownSamplesAsStep04AndPerftest) {
     std::vector<double> round_trips;
-    for (int i = 100; i >= 1; --i)
-        round_trips.push_back(i);  // 1..100 us, unsorted
+    for (int i = 100; i >= 1; --i) round_trips.push_back(i);  // 1..100 us, unsorted
     const auto s = tutorial::compute_latency_stats(round_trips);
     EXPECT_EQ(s.samples, 98u);             // the 2 largest are dropped
     EXPECT_DOUBLE_EQ(s.t_min, 0.5);        // halved: one way

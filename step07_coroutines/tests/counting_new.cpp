@@ -23,26 +23,20 @@ void* allocate(std::size_t size) noexcept {
 void* allocate_aligned(std::size_t size, std::align_val_t align) noexcept {
     g_allocations.fetch_add(1, std::memory_order_relaxed);
     std::size_t alignment = static_cast<std::size_t>(align);
-    if (alignment < sizeof(void*)) {
-        alignment = sizeof(void*);
-    }
+    if (alignment < sizeof(void*)) { alignment = sizeof(void*); }
     void* p = nullptr;
     return ::posix_memalign(&p, alignment, size == 0 ? 1 : size) == 0 ? p : nullptr;
 }
 
 void* allocate_or_throw(std::size_t size) {
     void* p = allocate(size);
-    if (p == nullptr) {
-        throw std::bad_alloc();
-    }
+    if (p == nullptr) { throw std::bad_alloc(); }
     return p;
 }
 
 void* allocate_aligned_or_throw(std::size_t size, std::align_val_t align) {
     void* p = allocate_aligned(size, align);
-    if (p == nullptr) {
-        throw std::bad_alloc();
-    }
+    if (p == nullptr) { throw std::bad_alloc(); }
     return p;
 }
 
@@ -57,9 +51,7 @@ void write_count() {
         digits[n++] = static_cast<char>('0' + value % 10);
         value /= 10;
     } while (value != 0);
-    while (n > 0) {
-        text[len++] = digits[--n];
-    }
+    while (n > 0) { text[len++] = digits[--n]; }
     text[len++] = '\n';
     const ssize_t written = ::write(STDERR_FILENO, text, len);
     static_cast<void>(written);
@@ -77,18 +69,10 @@ const ReportAtExit g_report;
 
 }  // namespace
 
-void* operator new(std::size_t size) {
-    return allocate_or_throw(size);
-}
-void* operator new[](std::size_t size) {
-    return allocate_or_throw(size);
-}
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-    return allocate(size);
-}
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
-    return allocate(size);
-}
+void* operator new(std::size_t size) { return allocate_or_throw(size); }
+void* operator new[](std::size_t size) { return allocate_or_throw(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
 void* operator new(std::size_t size, std::align_val_t align) {
     return allocate_aligned_or_throw(size, align);
 }
@@ -102,39 +86,15 @@ void* operator new[](std::size_t size, std::align_val_t align, const std::nothro
     return allocate_aligned(size, align);
 }
 
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, const std::nothrow_t&) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-    std::free(p);
-}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }

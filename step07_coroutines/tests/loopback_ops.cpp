@@ -30,9 +30,7 @@ using tutorial::WorkCompletionError;
 bool have_device() {
     int count = 0;
     ibv_device** list = ibv_get_device_list(&count);
-    if (list != nullptr) {
-        ibv_free_device_list(list);
-    }
+    if (list != nullptr) { ibv_free_device_list(list); }
     return count > 0;
 }
 
@@ -63,9 +61,7 @@ AsyncConfig shape(std::uint32_t rx_depth = 16, std::uint32_t tx_depth = 8) {
 const Device& device() {
     static const Device shared([] {
         tutorial::DeviceConfig c;
-        if (const char* name = std::getenv("RDMA_DEVICE")) {
-            c.device_name = name;
-        }
+        if (const char* name = std::getenv("RDMA_DEVICE")) { c.device_name = name; }
         return c;
     }());
     return shared;
@@ -158,18 +154,14 @@ Task<void> receive_or_say(AsyncEndpoint& ep, std::string& what) {
     try {
         (void)co_await ep.recv();
         what = "received";
-    } catch (const std::logic_error& e) {
-        what = e.what();
-    }
+    } catch (const std::logic_error& e) { what = e.what(); }
 }
 
 Task<void> send_or_say(AsyncEndpoint& ep, std::string& what) {
     try {
         co_await ep.sends_done();
         what = "sends done";
-    } catch (const std::logic_error& e) {
-        what = e.what();
-    }
+    } catch (const std::logic_error& e) { what = e.what(); }
 }
 
 // B9: a second waiter would replace the first, which would then never resume. It is an error,
@@ -205,17 +197,13 @@ Task<void> fill_the_send_queue(AsyncEndpoint& ep, ibv_wc_status& status, int& se
             co_await ep.send(kSize, false);
             ++sent;
         }
-    } catch (const WorkCompletionError& e) {
-        status = e.status();
-    }
+    } catch (const WorkCompletionError& e) { status = e.status(); }
 }
 
 Task<void> receive_one(AsyncEndpoint& ep, ibv_wc_status& status) {
     try {
         (void)co_await ep.recv();
-    } catch (const WorkCompletionError& e) {
-        status = e.status();
-    }
+    } catch (const WorkCompletionError& e) { status = e.status(); }
 }
 
 // The QP sends to a peer QP that posts no receive: every send waits for ever (receiver not
@@ -235,9 +223,7 @@ TEST(LoopbackOps, CancelFlushesEveryRequestAndResumesEveryWaiter) {
     int sent = 0;
     Task<void> sender = fill_the_send_queue(ep, send_status, sent);
     Task<void> receiver = receive_one(ep, recv_status);
-    for (Task<void>* t : {&sender, &receiver}) {
-        reactor.spawn(*t);
-    }
+    for (Task<void>* t : {&sender, &receiver}) { reactor.spawn(*t); }
     const auto settle = Clock::now() + 300ms;  // RNR retries meanwhile: nothing completes
     reactor.run_until([&] { return Clock::now() > settle; });
     ASSERT_EQ(sent, 8);
@@ -345,8 +331,6 @@ int main(int argc, char** argv) {
     ::testing::InitGoogleTest(&argc, argv);
     const int rc = RUN_ALL_TESTS();
     const auto* unit = ::testing::UnitTest::GetInstance();
-    if (rc == 0 && unit->skipped_test_count() > 0) {
-        return 77;
-    }
+    if (rc == 0 && unit->skipped_test_count() > 0) { return 77; }
     return rc;
 }

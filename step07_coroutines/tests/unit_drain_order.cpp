@@ -35,9 +35,7 @@ struct FakeCq {
 
     void use(const std::string& what) {
         log.push_back(what);
-        if (destroyed) {
-            after_destroy.push_back(what);
-        }
+        if (destroyed) { after_destroy.push_back(what); }
     }
     bool get_event() {
         use("get_event");
@@ -142,9 +140,7 @@ TEST(DrainOrder, EveryCompletionIsRoutedBeforeAnyCoroutineResumes) {
 class FakeConnection final : public tutorial::ChannelClient {
   public:
     explicit FakeConnection(Fixture& f) : f_(f) {
-        if (::pipe(pipe_.data()) != 0) {
-            throw std::runtime_error("pipe");
-        }
+        if (::pipe(pipe_.data()) != 0) { throw std::runtime_error("pipe"); }
         (void)!::write(pipe_[1], "x", 1);  // the channel is readable: an event is queued
     }
     ~FakeConnection() {

@@ -20,9 +20,7 @@ using namespace tutorial;
 Options parse(std::vector<std::string> args) {
     args.insert(args.begin(), "step07_coroutines");
     std::vector<char*> argv;
-    for (auto& a : args) {
-        argv.push_back(a.data());
-    }
+    for (auto& a : args) { argv.push_back(a.data()); }
     argv.push_back(nullptr);
     return parse_options(static_cast<int>(args.size()), argv.data());
 }
@@ -54,9 +52,7 @@ TEST(Options, RejectsBadValuesAndMisplacedOptions) {
 std::string usage_error(std::vector<std::string> args) {
     try {
         (void)parse(std::move(args));
-    } catch (const UsageError& e) {
-        return e.what();
-    }
+    } catch (const UsageError& e) { return e.what(); }
     return "no UsageError";
 }
 

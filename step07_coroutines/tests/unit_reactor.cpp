@@ -32,9 +32,7 @@ constexpr auto kSafety = 20ms;
 struct Pipe {
     std::array<int, 2> fd{-1, -1};
     Pipe() {
-        if (::pipe2(fd.data(), O_NONBLOCK | O_CLOEXEC) != 0) {
-            throw std::runtime_error("pipe2");
-        }
+        if (::pipe2(fd.data(), O_NONBLOCK | O_CLOEXEC) != 0) { throw std::runtime_error("pipe2"); }
     }
     ~Pipe() {
         ::close(fd[0]);
@@ -131,9 +129,7 @@ TEST(WrId, EachKindIsToldApartInOnePlace) {
 Task<void> wait_readable(Reactor& reactor, FdWatch& fd, Clock::time_point deadline, int& result) {
     try {
         result = co_await reactor.readable(fd, deadline) ? 1 : 0;
-    } catch (const CancelledError&) {
-        result = 2;
-    }
+    } catch (const CancelledError&) { result = 2; }
 }
 
 TEST(Reactor, ReadableResumesWhenThePipeHasData) {
@@ -166,9 +162,7 @@ Task<void> second_waiter(Reactor& reactor, FdWatch& fd, std::string& what) {
     try {
         (void)co_await reactor.readable(fd);
         what = "resumed";
-    } catch (const std::logic_error& e) {
-        what = e.what();
-    }
+    } catch (const std::logic_error& e) { what = e.what(); }
 }
 
 TEST(Reactor, ASecondWaiterOnOneFdIsAnError) {
@@ -227,9 +221,7 @@ TEST(Reactor, SleepersWakeInDeadlineOrder) {
     tasks.push_back(sleeper(reactor, 40ms, 2, order));
     tasks.push_back(sleeper(reactor, 0ms, 0, order));  // due at once: does not suspend
     const auto start = Clock::now();
-    for (auto& t : tasks) {
-        reactor.spawn(t);
-    }
+    for (auto& t : tasks) { reactor.spawn(t); }
     reactor.run_until([&] { return order.size() == tasks.size(); });
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
     EXPECT_GE(Clock::now() - start, 60ms);
@@ -245,9 +237,7 @@ Task<void> cancellable(Reactor& reactor, FdWatch* fd, std::string& what) {
             co_await reactor.sleep_until(Clock::now() + 1h);
         }
         what = "not cancelled";
-    } catch (const CancelledError& e) {
-        what = e.what();
-    }
+    } catch (const CancelledError& e) { what = e.what(); }
 }
 
 // The end of an FdWatch ends its own waiter's wait only.
@@ -306,15 +296,11 @@ TEST(Reactor, AFrameDestroyedWhileWaitingLeavesNothingBehind) {
 
 // ---------------------------------------------------------------- signals
 
-extern "C" void note_signal(int signal_number) {
-    tutorial::g_stop_signal = signal_number;
-}
+extern "C" void note_signal(int signal_number) { tutorial::g_stop_signal = signal_number; }
 
 bool same_mask(const sigset_t& a, const sigset_t& b) {
     for (int s = 1; s < NSIG; ++s) {
-        if (sigismember(&a, s) != sigismember(&b, s)) {
-            return false;
-        }
+        if (sigismember(&a, s) != sigismember(&b, s)) { return false; }
     }
     return true;
 }
@@ -392,9 +378,7 @@ class FakeConnection final : public tutorial::ChannelClient {
         return complete_in_safety_net && waiter ? complete(ready) : 0;
     }
     std::uint64_t complete(ReadyQueue& ready) {
-        if (waiter) {
-            ready.push(std::exchange(waiter, {}));
-        }
+        if (waiter) { ready.push(std::exchange(waiter, {})); }
         return 1;
     }
 
@@ -411,9 +395,7 @@ struct AwaitCompletion {
     void await_resume() const noexcept {}
 };
 
-Task<void> await_completion(FakeConnection& c) {
-    co_await AwaitCompletion{c};
-}
+Task<void> await_completion(FakeConnection& c) { co_await AwaitCompletion{c}; }
 
 TEST(Reactor, AReadableChannelIsServicedAndItsWaiterResumed) {
     Reactor reactor(kSafety);

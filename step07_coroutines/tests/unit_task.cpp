@@ -65,9 +65,7 @@ Task<int> fails() {
 Task<void> catches(std::string& caught) {
     try {
         (void)co_await fails();
-    } catch (const std::runtime_error& e) {
-        caught = e.what();
-    }
+    } catch (const std::runtime_error& e) { caught = e.what(); }
 }
 
 TEST(Task, AnExceptionReachesTheAwaiter) {
@@ -85,9 +83,7 @@ TEST(Task, ResultRethrowsWhatEndedATopLevelTask) {
     EXPECT_THROW((void)task.result(), std::runtime_error);
 }
 
-Task<std::unique_ptr<int>> move_only() {
-    co_return std::make_unique<int>(7);
-}
+Task<std::unique_ptr<int>> move_only() { co_return std::make_unique<int>(7); }
 
 TEST(Task, ReturnsAMoveOnlyValue) {
     Task<std::unique_ptr<int>> task = move_only();
@@ -161,15 +157,11 @@ TEST(Task, MovingTransfersOwnership) {
     EXPECT_EQ(Tracked::alive, 0);
 }
 
-Task<int> one() {
-    co_return 1;
-}
+Task<int> one() { co_return 1; }
 
 Task<long> sum_of_ones(int count) {
     long sum = 0;
-    for (int i = 0; i < count; ++i) {
-        sum += co_await one();
-    }
+    for (int i = 0; i < count; ++i) { sum += co_await one(); }
     co_return sum;
 }
 

@@ -12,15 +12,11 @@ namespace {
 
 using tutorial::Task;
 
-Task<int> one() {
-    co_return 1;
-}
+Task<int> one() { co_return 1; }
 
 Task<long> sum_of_ones(int count) {
     long sum = 0;
-    for (int i = 0; i < count; ++i) {
-        sum += co_await one();
-    }
+    for (int i = 0; i < count; ++i) { sum += co_await one(); }
     co_return sum;
 }
 

@@ -342,8 +342,8 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
 }
 //! [finish]
 
-/// The timeouts, checked once per loop: a client that went silent, and a handshake that never
-/// came.
+/// The timeouts, checked once per safety period: a client that went silent, and a handshake that
+/// never came.
 void Server::end_silent_sessions() {
     const auto now = Clock::now();
     for (auto it = sessions_.begin(); it != sessions_.end();) {

@@ -243,9 +243,9 @@ void AsyncEndpoint::enter_error_state() {
 
 void AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
     enter_error_state();
-    // Drain until everything is back, or the timeout, or nothing new for kFlushStall: a CQ
-    // smaller than the requests it must report overflows (the device raises IBV_EVENT_CQ_ERR and
-    // the rest never come), and waiting longer would not bring them.
+    // Drain until everything is back, or the timeout, or nothing new for kFlushStall: this CQ
+    // holds rx + tx, but a CQ in error (IBV_EVENT_CQ_ERR: an overflow, a device fault) loses the
+    // rest, and waiting longer would not bring them.
     const auto start = Clock::now();
     auto last_progress = start;
     while (!drained() && Clock::now() - start < timeout &&

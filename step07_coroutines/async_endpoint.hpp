@@ -27,7 +27,7 @@ struct AsyncConfig {
     std::size_t message_size = 4096;  ///< -s: each receive slot and the send slot
     std::uint32_t rx_depth = 500;     ///< -r: receive slots, at most this many posted
     std::uint32_t tx_depth = 16;      ///< -t: sends outstanding at most
-    std::uint64_t messages = 0;       ///< -n: receives to post in all
+    std::uint64_t messages = 1000;    ///< -n: receives to post in all
 };
 /// -s, -r, -t and -n from the options; and pingpong.hpp's endpoint_config(), with a completion
 /// channel and the buffer grown to the layout above.
@@ -42,7 +42,7 @@ struct AsyncConfig {
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
 /// cancel()'s marker send (see there), a wr_id no other send has.
 inline constexpr std::uint64_t kDrainSendWrId = ~std::uint64_t{0};
-/// cancel() stops draining when nothing more came for this long (an overflowed CQ).
+/// cancel() stops draining when nothing more came for this long (a CQ in error).
 inline constexpr std::chrono::milliseconds kFlushStall{100};
 enum class WrKind : std::uint8_t { receive, send, drain_marker };
 /// The one place that decodes a wr_id.
@@ -124,6 +124,9 @@ class AsyncEndpoint final : public ChannelClient {
     std::uint64_t safety_net(ReadyQueue& ready) override;
 
     struct Pending {  // what an awaiter that suspended leaves with the endpoint
+        Pending() = default;
+        Pending(const Pending&) = delete;  // the endpoint holds its address: never copied
+        Pending& operator=(const Pending&) = delete;
         std::coroutine_handle<> handle;
         std::uint64_t wanted = 0;  // send waiters: the completed_sends() that resumes them
         bool queued = false;       // on the ReadyQueue, not yet resumed

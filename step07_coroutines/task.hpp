@@ -94,7 +94,7 @@ class [[nodiscard]] Task {
     /// The awaiter of `co_await task`: remember who awaits, then transfer to the task's body.
     struct Awaiter {
         Handle task;
-        bool await_ready() const noexcept { return false; }  // lazy: its body has not run
+        bool await_ready() const noexcept { return false; }  // lazy: not run yet (await it once)
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
             task.promise().continuation = awaiting;
             return task;  // symmetric transfer: resume the task without growing the stack

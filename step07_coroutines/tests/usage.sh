@@ -33,7 +33,7 @@ expect_line events err "$prog: unknown option '-e'"
 run_cmd spin "$bin" --spin-us 20 127.0.0.1
 expect_exit spin 2
 expect_line spin err "$prog: unknown option '--spin-us'"
-# step06's --latency-file stays in step06: no benchmark reads step07's samples.
+# Neither step06 nor step07 has --latency-file: no benchmark reads their samples.
 run_cmd latfile "$bin" --latency-file x.lat 127.0.0.1
 expect_exit latfile 2
 expect_line latfile err "$prog: unknown option '--latency-file'"

@@ -107,9 +107,9 @@ class CompletionWaiter {
                     std::optional<Clock::time_point> wake_at) {
         for (;;) {
             if (sleep_on_channel(deadline, wake_at)) {
-                const ChannelPass pass =
-                    service_channel(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle);
-                if (pass.completions > 0) { return; }
+                if (service_channel(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
+                    return;
+                }
                 continue;  // an event whose CQE an earlier drain took: legal
             }
             if (wake_at && Clock::now() >= *wake_at) { return; }

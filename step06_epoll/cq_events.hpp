@@ -105,12 +105,6 @@ class CqEventTracker {
 };
 //! [tracker]
 
-/// What one pass over a readable completion channel did.
-struct ChannelPass {
-    std::uint32_t events = 0;       // events taken with ibv_get_cq_event
-    std::uint64_t completions = 0;  // work completions drained after re-arming
-};
-
 /// Polls until the CQ is empty, handing each work completion to `on_completion`; returns how
 /// many there were.
 template <typename Source, typename W, typename OnCompletion>
@@ -131,31 +125,30 @@ std::uint64_t drain(Source& source, std::span<W> batch, OnCompletion& on_complet
 ///   void request_notify()        ibv_req_notify_cq(cq, 0)
 ///   int  poll(std::span<W>)      ibv_poll_cq(): how many completions it wrote
 ///   void ack(std::uint32_t n)    ibv_ack_cq_events(cq, n)
-/// `on_completion(const W&)` handles each work completion (it may post more work).
+/// `on_completion(const W&)` handles each work completion (it may post more work). Returns how
+/// many there were.
 template <typename Source, typename W, typename OnCompletion>
-ChannelPass service_channel(Source& source, CqEventTracker& tracker, std::span<W> batch,
-                            OnCompletion&& on_completion) {
-    ChannelPass pass;
+std::uint64_t service_channel(Source& source, CqEventTracker& tracker, std::span<W> batch,
+                              OnCompletion&& on_completion) {
     // 1. Take one event: an armed CQ raises one, then no more until step 2 re-arms it. (After a
     //    safety-net re-arm a second can wait: the fd stays readable, and the next pass takes it.)
     if (!source.get_event()) {
-        return pass;  // a spurious wake-up: nothing to re-arm, nothing to ack
+        return 0;  // a spurious wake-up: nothing to re-arm, nothing to ack
     }
     tracker.on_event();
-    pass.events = 1;
     // 2. Re-arm BEFORE draining: a CQE that lands after the last poll then
     //    raises a new event instead of sleeping in the CQ unnoticed.
     source.request_notify();
     tracker.on_rearm();
     // 3. Drain until empty. Finding nothing is legal (an earlier drain took it).
-    pass.completions = drain(source, batch, on_completion);
-    tracker.on_drain(pass.completions);
+    const std::uint64_t found = drain(source, batch, on_completion);
+    tracker.on_drain(found);
     // 4. Acknowledge in batches: ibv_ack_cq_events takes a mutex.
     if (const std::uint32_t due = tracker.acks_due(); due > 0) {
         source.ack(due);
         tracker.on_acked(due);
     }
-    return pass;
+    return found;
 }
 
 /// Before ibv_destroy_cq(): acknowledge whatever is still outstanding, or the

@@ -58,9 +58,8 @@ std::span<std::byte> AsyncEndpoint::send_slot() noexcept {
 std::uint64_t AsyncEndpoint::on_channel_readable(ReadyQueue& ready) {
     // A failed completion, a flush too, is routed to its waiter like the others.
     return service_and_route(
-               ep_, ep_.events(), std::span<ibv_wc>(batch_),
-               [this](const ibv_wc& wc) { return route(wc); }, ready)
-        .completions;
+        ep_, ep_.events(), std::span<ibv_wc>(batch_),
+        [this](const ibv_wc& wc) { return route(wc); }, ready);
 }
 
 std::uint64_t AsyncEndpoint::safety_net(ReadyQueue& ready) {

@@ -68,8 +68,8 @@ class ReadyQueue {
 /// lets its QP be destroyed, never does so under a poll loop that still uses that CQ. The
 /// reactor resumes the queue once every channel of its round is drained.
 template <typename Source, typename Route>
-ChannelPass service_and_route(Source& source, CqEventTracker& tracker, std::span<ibv_wc> batch,
-                              Route&& route, ReadyQueue& ready) {
+std::uint64_t service_and_route(Source& source, CqEventTracker& tracker, std::span<ibv_wc> batch,
+                                Route&& route, ReadyQueue& ready) {
     return service_channel(source, tracker, batch, [&](const ibv_wc& wc) {
         if (const std::coroutine_handle<> waiter = route(wc)) { ready.push(waiter); }
     });

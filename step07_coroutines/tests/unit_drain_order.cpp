@@ -102,12 +102,12 @@ struct Fixture {
     }
     // One channel's part of a reactor round: drain and route, THEN resume.
     template <std::size_t N>
-    tutorial::ChannelPass service_then_resume(std::array<ibv_wc, N>& batch) {
-        const tutorial::ChannelPass pass = tutorial::service_and_route(
+    std::uint64_t service_then_resume(std::array<ibv_wc, N>& batch) {
+        const std::uint64_t completions = tutorial::service_and_route(
             fake, tracker, std::span<ibv_wc>(batch), [&](const ibv_wc& wc) { return route(wc); },
             ready);
         ready.resume_all();
-        return pass;
+        return completions;
     }
 };
 
@@ -116,12 +116,12 @@ struct Fixture {
 TEST(DrainOrder, NothingTouchesTheCqAfterAResumedCoroutineDestroyedIt) {
     Fixture f;
     std::array<ibv_wc, 1> batch{};
-    const tutorial::ChannelPass pass = f.service_then_resume(batch);
+    const std::uint64_t completions = f.service_then_resume(batch);
     EXPECT_TRUE(f.fake.after_destroy.empty())
         << "the CQ was used after the coroutine that destroyed it was resumed: "
         << ::testing::PrintToString(f.fake.after_destroy)
         << "; full order: " << ::testing::PrintToString(f.fake.log);
-    EXPECT_EQ(pass.completions, 3U);
+    EXPECT_EQ(completions, 3U);
     EXPECT_TRUE(f.first.done());
     EXPECT_TRUE(f.second.done());
 }
@@ -155,9 +155,8 @@ class FakeConnection final : public tutorial::ChannelClient {
         (void)!::read(pipe_[0], &byte, 1);
         std::array<ibv_wc, 1> batch{};
         return tutorial::service_and_route(
-                   f_.fake, f_.tracker, std::span<ibv_wc>(batch),
-                   [&](const ibv_wc& wc) { return f_.route(wc); }, ready)
-            .completions;
+            f_.fake, f_.tracker, std::span<ibv_wc>(batch),
+            [&](const ibv_wc& wc) { return f_.route(wc); }, ready);
     }
     std::uint64_t safety_net(ReadyQueue&) override { return 0; }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# B7, across the two-host lab: the server's async events (steps 06 and 07 run this test). A
+# B7, across the two-host lab: the server's async events (steps 06 and 09 run this test). A
 # server on host b serves a client on host a, and b's link goes down mid-run. The server on b
 # reads the port's events from its device's async_fd: "port error" when the link goes down,
 # "port active" when it is up again. The client on a sees only its QP fail, or the server's end

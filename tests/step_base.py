@@ -2,7 +2,7 @@
 """tests/step_base.py [ROOT]: each step's base step, as its BASE file declares it.
 
 A step folder names the step it starts from in a file BASE beside its
-chapter.md: one line holding the base folder's name, e.g. step07_coroutines/BASE
+chapter.md: one line holding the base folder's name, e.g. step09_coroutines/BASE
 holds "step06_epoll". In Part I (steps 01-06) the base is the previous step;
 a Part II step names the core step it branches from. A step without a BASE
 file (step01) has no base. carry_forward.py, name_drift.py, tools/step-metrics

@@ -1,4 +1,4 @@
-// Unit tests of cq_events.hpp, which step06 and step07 carry byte-identical: the event
+// Unit tests of cq_events.hpp, which step06 and step09 carry byte-identical: the event
 // bookkeeping against a fake event source (no device, no verbs faked). tests/CMakeLists.txt builds
 // this file twice per step, against that step's copy: as the program is (stepNN_unit_cq_events),
 // and with -DTUTORIAL_CLASSIFY_WAKEUPS, which brings in wakeup_classifier.hpp, the late/lost

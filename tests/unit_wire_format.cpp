@@ -1,7 +1,7 @@
-// Unit tests of wire_format.hpp, ibv_rc_pingpong's 52-byte handshake message, which steps 03-07
-// carry byte-identical: formatting, strict parsing and the printable form of what arrived.
+// Unit tests of wire_format.hpp, ibv_rc_pingpong's 52-byte handshake message, which steps 03-06
+// and 09 carry byte-identical: formatting, strict parsing and the printable form of what arrived.
 // tests/CMakeLists.txt builds this file once per step, against that step's copy
-// (step03_unit_wire_format ... step07_unit_wire_format).
+// (step03_unit_wire_format ... step09_unit_wire_format).
 #include <gtest/gtest.h>
 
 #include <cstddef>

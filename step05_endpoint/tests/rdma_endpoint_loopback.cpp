@@ -317,7 +317,7 @@ TEST(Loopback, GarbageFromThePeerIsAClearProtocolError) {
     EXPECT_FALSE(server.connected());
 }
 
-// The endpoint moves (step07 hands one to each connection's owner) but is never assigned: the
+// The endpoint moves (step09 hands one to each connection's owner) but is never assigned: the
 // moved-to endpoint has the QP and the connection, the moved-from one owns nothing.
 TEST(MoveSemantics, MovedToEndpointKeepsTheQpAndTheConnection) {
     REQUIRE_DEVICE();

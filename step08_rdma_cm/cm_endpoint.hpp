@@ -1,0 +1,173 @@
+// Step 08: an endpoint on an rdma_cm_id: librdmacm owns the id and the QP, the step its buffer,
+// MR, completion channel and CQ, all on the id's context and PD.
+#pragma once
+
+#include "cq_events.hpp"
+#include "errors.hpp"
+#include "private_data.hpp"
+#include "verbs_raii.hpp"
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace tutorial {
+
+/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS (step06's).
+class WorkCompletionError : public TutorialError {
+  public:
+    explicit WorkCompletionError(const ibv_wc& wc);
+};
+
+//! [owners]
+// The owners of librdmacm's objects, in verbs_raii.hpp's shape.
+inline int destroy_event_channel(rdma_event_channel* channel) {
+    rdma_destroy_event_channel(channel);
+    return 0;
+}
+// The QP that rdma_create_qp made belongs to the id: rdma_destroy_qp takes the id. This owner
+// holds the id's address but owns only its QP; CmId owns the id itself.
+inline int destroy_id_qp(rdma_cm_id* id) {
+    rdma_destroy_qp(id);
+    return 0;
+}
+inline int free_addrinfo(rdma_addrinfo* info) {
+    rdma_freeaddrinfo(info);
+    return 0;
+}
+inline constexpr char kDestroyEventChannel[] = "rdma_destroy_event_channel";
+inline constexpr char kDestroyId[] = "rdma_destroy_id";
+inline constexpr char kDestroyIdQp[] = "rdma_destroy_qp";
+inline constexpr char kFreeAddrinfo[] = "rdma_freeaddrinfo";
+inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
+using CmEventChannel =
+    std::unique_ptr<rdma_event_channel,
+                    VerbsDeleter<rdma_event_channel, destroy_event_channel, kDestroyEventChannel>>;
+// rdma_destroy_id blocks until every event reported on the id is acked (rdma_ack_cm_event).
+using CmId = std::unique_ptr<rdma_cm_id, VerbsDeleter<rdma_cm_id, rdma_destroy_id, kDestroyId>>;
+using CmQueuePair =
+    std::unique_ptr<rdma_cm_id, VerbsDeleter<rdma_cm_id, destroy_id_qp, kDestroyIdQp>>;
+using AddrInfo =
+    std::unique_ptr<rdma_addrinfo, VerbsDeleter<rdma_addrinfo, free_addrinfo, kFreeAddrinfo>>;
+using CompletionChannel =
+    std::unique_ptr<ibv_comp_channel,
+                    VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
+//! [owners]
+
+/// \brief One endpoint's queues and buffer.
+struct CmEndpointConfig {
+    std::size_t buffer_size = 4096;   ///< the registered buffer's size in bytes (> 0)
+    std::uint32_t tx_depth = 16;      ///< send queue depth
+    std::uint32_t rx_depth = 500;     ///< receive queue depth
+    bool completion_channel = false;  ///< bind the CQ to an O_NONBLOCK completion channel
+};
+
+/// Completion events are acked this many at a time (step06's).
+constexpr std::uint32_t kAckBatch = 16;
+
+/// \brief An RC QP made by librdmacm on an rdma_cm_id, with its own registered buffer.
+///
+/// It owns, parent-first, the id, a page-aligned buffer, its memory region (remote write
+/// allowed), a completion channel, one CQ and the id's QP. The QP's state is librdmacm's:
+/// rdma_connect and rdma_accept move it to RTS.
+class CmEndpoint {
+  public:
+    /// \brief Builds the buffer, MR, channel and CQ on the id's context and PD, then the QP
+    /// with rdma_create_qp. \p id must have its device (address resolved, or a connect request).
+    /// \throws std::system_error naming the verb
+    CmEndpoint(CmId id, const CmEndpointConfig& config);
+    CmEndpoint(const CmEndpoint&) = delete;
+    CmEndpoint& operator=(const CmEndpoint&) = delete;
+    /// \brief Acks the CQ events not yet acked, then destroys QP -> CQ -> channel -> MR ->
+    /// buffer -> id.
+    ~CmEndpoint();
+
+    [[nodiscard]] rdma_cm_id* id() const noexcept { return id_.get(); }
+    [[nodiscard]] std::span<std::byte> buffer() const noexcept {
+        return {buffer_.get(), config_.buffer_size};
+    }
+    /// \brief What a peer needs to WRITE into buffer()[offset, offset+length).
+    [[nodiscard]] PrivateData window(std::size_t offset, std::size_t length) const;
+
+    //! [post-send]
+    void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   bool signaled = true) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
+                    static_cast<std::uint32_t>(length), mr_->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = length > 0 ? 1 : 0;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+        if (length <= max_inline_data_) wr.send_flags |= IBV_SEND_INLINE;
+        ibv_send_wr* bad = nullptr;
+        if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) [[unlikely]]
+            throw_post_failed(rc, "ibv_post_send");
+    }
+    //! [post-send]
+    /// \brief One signaled RDMA WRITE of buffer()[offset, offset+length) to the peer's window.
+    void post_write(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                    const PrivateData& remote);
+    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   std::size_t count = 1);
+
+    /// \name step06's completion channel
+    /// @{
+    [[nodiscard]] int channel_fd() const noexcept { return channel_ ? channel_->fd : -1; }
+    void request_notify();
+    [[nodiscard]] bool get_event();
+    void ack(std::uint32_t count) noexcept { ibv_ack_cq_events(cq_.get(), count); }
+    [[nodiscard]] int poll(std::span<ibv_wc> completions) {
+        const int n =
+            ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
+        if (n < 0) [[unlikely]]
+            throw_post_failed(EIO, "ibv_poll_cq");
+        return n;
+    }
+    [[nodiscard]] CqEventTracker& events() noexcept { return events_; }
+    /// @}
+
+  private:
+    [[noreturn]] static void throw_post_failed(int rc, const char* verb);
+
+    CmEndpointConfig config_;
+    std::uint32_t max_inline_data_ = 0;
+    CqEventTracker events_{kAckBatch};
+
+    //! [members]
+    // Declared parent-first: C++ destroys them in reverse, QP -> CQ -> channel -> MR -> buffer
+    // -> id. The id goes last: its context and PD are librdmacm's, shared by every id on the
+    // device, and released with the device's last id.
+    CmId id_;
+    Buffer buffer_;
+    MemoryRegion mr_;
+    CompletionChannel channel_;
+    CompletionQueue cq_;
+    CmQueuePair qp_;
+    //! [members]
+};
+
+/// \brief The CM event's fields a handler needs, copied so that the event is acked at once.
+struct CmEvent {
+    rdma_cm_event_type type{};
+    rdma_cm_id* id = nullptr;
+    rdma_cm_id* listen_id = nullptr;
+    int status = 0;
+    std::vector<std::byte> private_data;
+};
+
+/// \brief rdma_get_cm_event, copy, rdma_ack_cm_event. False when none is queued (EAGAIN on an
+/// O_NONBLOCK channel).
+/// \throws std::system_error ("rdma_get_cm_event")
+[[nodiscard]] bool take_cm_event(rdma_event_channel* channel, CmEvent& out);
+
+/// \brief fcntl O_NONBLOCK on \p fd. \throws std::system_error
+void set_nonblocking(int fd);
+
+}  // namespace tutorial

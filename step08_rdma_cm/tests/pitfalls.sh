@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The pitfalls of rdma_cm, each with its line and exit code, in the two-host lab: 127.0.0.1 (no
+# RDMA device owns a loopback address on RoCE), an address of no interface here, an address
+# that no host answers (within rdma_create_ep's 2 s address resolution), a port nobody listens
+# on (the peer's CM rejects the request), private data over the connect request's 56 bytes.
+# shellcheck source=/dev/null
+source "$TESTLIB"
+require_peer
+bin=$1
+nobody=${LAB_ADDR%.*}.77  # on the wire's subnet, but no host has it
+
+run_cmd loopback "$bin" --timeout 5 127.0.0.1
+expect_exit loopback 5
+expect_line loopback err "step08_rdma_cm: rdma_create_ep: 127.0.0.1 is a loopback address: no RDMA device owns it"
+expect_line loopback err "hint: RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet interface: give the address of the interface the RDMA device sits on (rdma link show; ip -4 addr show dev IFACE)"
+
+run_cmd bind "$bin" --bind "$nobody" --exit-after 1
+expect_exit bind 5
+expect_line bind err "step08_rdma_cm: rdma_bind_addr: no RDMA device owns $nobody"
+
+began=$(ms_now)
+run_cmd unreachable "$bin" --timeout 10 "$nobody"
+expect_exit unreachable 7
+expect_line unreachable err "step08_rdma_cm: rdma_create_ep: $nobody is unreachable: Connection timed out"
+expect_within "$began" 10 "the unreachable address"
+
+run_cmd refused "$bin" -p 9 --timeout 10 "$LAB_PEER_ADDR"
+expect_exit refused 6
+expect_line refused err "step08_rdma_cm: $LAB_PEER_ADDR port 9 rejected the connection: no rdma_cm server listens there (REJECTED, status 8)"
+
+run_cmd long "$bin" --note "a note of 29 characters, 1 23" "$LAB_PEER_ADDR"
+expect_exit long 2
+expect_line long err "step08_rdma_cm: private data of 57 bytes is over the connect request's 56"
+expect_line long err "hint: shorten --note to at most 28 characters"
+echo PASS

@@ -225,7 +225,7 @@ int run_client(const Options& o) {
     mine.iterations = o.iters;
     mine.note = o.note;
     const std::optional<PrivateData> server = connect_to_server(ep, o, mine);
-    if (o.mode == WaitMode::event) ep.request_notify();
+    if (o.mode == WaitMode::event) ep.request_notify();  // ibv_req_notify_cq
     // A peer without the magic is one of rdma-core's examples: one 16-byte SEND each way.
     Options run = o;
     if (!server) {
@@ -234,10 +234,10 @@ int run_client(const Options& o) {
         run.check = false;
     }
     PingPong pingpong(ep, run, kClientSide);
-    pingpong.post_initial_receives();
+    pingpong.post_initial_receives();  // ibv_post_recv, before the first send
     std::printf("client: connected to %s port %d (%s), QPN 0x%06x\n", o.host.c_str(), o.tcp_port,
                 server ? "a step08 server" : "no private data: rdma-core's example exchange",
-                ep.id()->qp->qp_num);
+                ep.id()->qp->qp_num);  // the QP that rdma_create_qp made
     const auto start = Clock::now();
     const std::vector<double> round_trips = ping_pong(ep, run, pingpong);
     const std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;

@@ -144,12 +144,12 @@ class CmEndpoint {
     // Declared parent-first: C++ destroys them in reverse, QP -> CQ -> channel -> MR -> buffer
     // -> id. The id goes last: its context and PD are librdmacm's, shared by every id on the
     // device, and released with the device's last id.
-    CmId id_;
-    Buffer buffer_;
-    MemoryRegion mr_;
-    CompletionChannel channel_;
-    CompletionQueue cq_;
-    CmQueuePair qp_;
+    CmId id_;                    // rdma_destroy_id
+    Buffer buffer_;              // free
+    MemoryRegion mr_;            // ibv_dereg_mr
+    CompletionChannel channel_;  // ibv_destroy_comp_channel
+    CompletionQueue cq_;         // ibv_destroy_cq
+    CmQueuePair qp_;             // rdma_destroy_qp
     //! [members]
 };
 

@@ -160,6 +160,9 @@ void Server::on_connect_request(const CmEvent& event) {
     connections_.emplace(c.number, std::move(c));
 }
 
+//! [connect_request]
+
+//! [accept]
 // The endpoint on the new id, the receives posted before the accept (rdma-core's rdma_client
 // sends as soon as its rdma_connect returns), then rdma_accept with our window and run.
 void Server::accept(CmId id, const PrivateData* theirs, Connection& c) {
@@ -171,8 +174,8 @@ void Server::accept(CmId id, const PrivateData* theirs, Connection& c) {
     }
     c.endpoint = std::make_unique<CmEndpoint>(std::move(id), endpoint_config(run, true));
     c.pingpong = std::make_unique<PingPong>(*c.endpoint, run, kServerSide);
-    c.endpoint->request_notify();
-    c.pingpong->post_initial_receives();
+    c.endpoint->request_notify();         // ibv_req_notify_cq
+    c.pingpong->post_initial_receives();  // ibv_post_recv
     PrivateData reply = c.endpoint->window(2 * run.size, kReportBytes);
     reply.message_size = static_cast<std::uint32_t>(run.size);
     reply.iterations = run.iters;
@@ -190,7 +193,7 @@ void Server::accept(CmId id, const PrivateData* theirs, Connection& c) {
         throw std::system_error(errno, std::generic_category(), "rdma_accept");
     }
 }
-//! [connect_request]
+//! [accept]
 
 void Server::on_channel(Connection& c) {
     std::array<ibv_wc, 16> batch{};

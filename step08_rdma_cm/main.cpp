@@ -83,10 +83,12 @@ void Server::open_event_sources() {
         throw std::system_error(errno, std::generic_category(), "signalfd");
     }
     watch(signal_fd_.get(), tag(0, kSignal));
-    listen();
+    //! [cm_fd]
+    listen();  // rdma_create_event_channel, rdma_create_id, rdma_bind_addr, rdma_listen
     // The CM event channel's fd is O_NONBLOCK (listen()): rdma_get_cm_event returns EAGAIN
     // when no event is left, so one readable fd is drained in one go.
-    watch(channel_->fd, tag(0, kCm));
+    watch(channel_->fd, tag(0, kCm));  // the rdma_event_channel's fd, beside the CQs' channels
+    //! [cm_fd]
     std::printf("server: listening on rdma_cm port %u; one thread, level-triggered epoll\n",
                 static_cast<unsigned>(o_.tcp_port));
     std::fflush(stdout);

@@ -2,12 +2,15 @@
 # The pitfalls of rdma_cm, each with its line and exit code, in the two-host lab: 127.0.0.1 (no
 # RDMA device owns a loopback address on RoCE), an address of no interface here, an address
 # that no host answers (within rdma_create_ep's 2 s address resolution), a port nobody listens
-# on (the peer's CM rejects the request), private data over the connect request's 56 bytes.
+# on (the peer's CM rejects the request), private data over the connect request's 56 bytes; then
+# host b's link down, its address still in host a's ARP cache: rdma_connect gets no answer, and
+# --timeout ends it.
 # shellcheck source=/dev/null
 source "$TESTLIB"
 require_peer
 bin=$1
 nobody=${LAB_ADDR%.*}.77  # on the wire's subnet, but no host has it
+trap '"$PEER" link up >/dev/null 2>&1; rm -rf "$TEST_TMP"' EXIT
 
 run_cmd loopback "$bin" --timeout 5 127.0.0.1
 expect_exit loopback 5
@@ -32,4 +35,16 @@ run_cmd long "$bin" --note "a note of 29 characters, 1 23" "$LAB_PEER_ADDR"
 expect_exit long 2
 expect_line long err "step08_rdma_cm: private data of 57 bytes is over the connect request's 56"
 expect_line long err "hint: shorten --note to at most 28 characters"
+
+# The refused connection above put host b in host a's ARP cache: with b's link down, address
+# and route resolve, and the ConnectRequest goes unanswered.
+run_cmd link_down "$PEER" link down
+expect_exit link_down 0
+began=$(ms_now)
+run_cmd silent "$bin" --timeout 2 "$LAB_PEER_ADDR"
+expect_exit silent 7
+expect_line silent err "step08_rdma_cm: rdma_connect: no answer from $LAB_PEER_ADDR within --timeout (2 s)"
+expect_within "$began" 5 "the silent peer"
+run_cmd link_up "$PEER" link up
+expect_exit link_up 0
 echo PASS

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -155,6 +156,29 @@ inline void run_one_at_a_time(SendQueue& queue, const Plan& plan, Timeline& time
 }
 //! [one-at-a-time]
 
+//! [post-list]
+// -l: `count` work requests chained through next, posted by one ibv_post_send.
+inline void post_list(SendQueue& queue, const Plan& plan, std::uint64_t count, Timeline& timeline) {
+    for (std::uint64_t i = 0; i < count; ++i) {
+        const std::uint64_t number = queue.posted + i + 1;
+        queue.wrs[i].wr_id = number;
+        queue.wrs[i].send_flags =
+            (signaled(number, queue, plan) ? IBV_SEND_SIGNALED : 0) | inline_flag(plan);
+    }
+    queue.wrs[count - 1].next = nullptr;  // a shorter last list ends early
+    if (!timeline.posted.empty()) {       // perftest's tposted: just before the post
+        const std::int64_t now = now_ns();
+        for (std::uint64_t i = 0; i < count; ++i) timeline.posted[timeline.messages + i] = now;
+    }
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(queue.endpoint->qp(), queue.wrs.data(), &bad);
+    if (count < plan.post_list) queue.wrs[count - 1].next = &queue.wrs[count];
+    if (rc != 0) throw std::system_error(rc, std::generic_category(), "ibv_post_send");
+    timeline.messages += count;
+    queue.posted += count;
+}
+//! [post-list]
+
 //! [credits]
 // The window: post while the send queue has room. A credit is a send-queue slot; it comes back
 // when a signaled completion retires the work requests up to it. ibv_post_send never sees a full
@@ -165,26 +189,7 @@ inline void post_while_credits(SendQueue& queue, const Plan& plan, Timeline& tim
         const std::uint64_t count =
             std::min<std::uint64_t>(plan.post_list, queue.target - queue.posted);
         if (count == 0 || credits < count) return;
-        //! [post-list]
-        // -l: one ibv_post_send for `count` chained work requests.
-        for (std::uint64_t i = 0; i < count; ++i) {
-            const std::uint64_t number = queue.posted + i + 1;
-            queue.wrs[i].wr_id = number;
-            queue.wrs[i].send_flags =
-                (signaled(number, queue, plan) ? IBV_SEND_SIGNALED : 0) | inline_flag(plan);
-        }
-        queue.wrs[count - 1].next = nullptr;  // a shorter last list ends early
-        if (!timeline.posted.empty()) {       // perftest's tposted: just before the post
-            const std::int64_t now = now_ns();
-            for (std::uint64_t i = 0; i < count; ++i) timeline.posted[timeline.messages + i] = now;
-        }
-        ibv_send_wr* bad = nullptr;
-        const int rc = ibv_post_send(queue.endpoint->qp(), queue.wrs.data(), &bad);
-        if (count < plan.post_list) queue.wrs[count - 1].next = &queue.wrs[count];
-        if (rc != 0) throw std::system_error(rc, std::generic_category(), "ibv_post_send");
-        //! [post-list]
-        timeline.messages += count;
-        queue.posted += count;
+        post_list(queue, plan, count, timeline);
     }
 }
 //! [credits]

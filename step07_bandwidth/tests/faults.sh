@@ -38,11 +38,11 @@ expect_exit size-server 6
 expect_line size err "step07_bandwidth: the server uses -s 4096, this client -s 8192: both sides must use the same -s"
 expect_line size-server err "step07_bandwidth: the client uses -s 8192, this server -s 4096: both sides must use the same -s"
 # The target's buffer grants RDMA WRITE with --op write only: the client sees the mode in its rkey.
-pair op "--op send -n 100 --timeout 2" "--op write -n 100 --timeout 2"
+pair op "--op send -n 100 --timeout 5" "--op write -n 100 --timeout 10"
 expect_exit op 6
 expect_line op err "step07_bandwidth: the server uses --op send, this client --op write: both sides must use the same --op"
 expect_exit op-server 7
-expect_line op-server err "step07_bandwidth: no completion within 2 s (after 0 messages)"
+expect_line op-server err "step07_bandwidth: no completion within 5 s (after 0 messages)"
 
 # A server killed mid-run (-D: no timeline to allocate): the client's WRITEs go unacknowledged; it ends within seconds with
 # IBV_WC_RETRY_EXC_ERR and step05's hint, or the --timeout.

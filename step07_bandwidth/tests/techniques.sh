@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every technique against the target on the same host: -t 1, -t 16, -Q, -l, -q 2, -I, a small -a
-# sweep, -D and --op send. Each run: both sides exit 0, the target's count matches, and the
+# Every technique against the target on the same host: -t 1, -t 16, -Q, -l with -I, -q 2, a small
+# -a sweep, -D and --op send. Each run: both sides exit 0, the target's count matches, and the
 # client's table has one row per size with the size, the iterations and positive figures.
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -20,13 +20,16 @@ run_pair() {
     expect_exit "$name-server" 0
     expect_match "$name-server" out "^server: [0-9]+ (RDMA WRITEs|SENDs) on [0-9]+ QP\(s\) in [0-9]+ size\(s\); every final count matched$"
     expect_line "$name" out " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
-    # The data rows: every line between the header and the closing dashed line.
+    # The data rows: every line between the header and the closing dashed line. The average is
+    # printed to 0.01 MB/s, so a 2-byte row may show 0.00 (under ASan, it did): it must be positive
+    # from 1 KiB on; the message rate, to 10^-6 Mpps, always.
     awk '/#bytes/ {on = 1; next} /^-+$/ && on {exit} on' "$TEST_TMP/$name.out" >"$TEST_TMP/$name.rows"
     local got
     got=$(wc -l <"$TEST_TMP/$name.rows")
     ((got == rows)) || fail "$name: expected $rows table rows, got $got"
     awk 'NF != 5 || $3 !~ /^[0-9]+\.[0-9][0-9]$/ || $4 !~ /^[0-9]+\.[0-9][0-9]$/ ||
-         $5 !~ /^[0-9]+\.[0-9][0-9][0-9][0-9][0-9][0-9]$/ || $4 + 0 <= 0 || $5 + 0 <= 0 {exit 1}' \
+         $5 !~ /^[0-9]+\.[0-9][0-9][0-9][0-9][0-9][0-9]$/ || ($1 >= 1024 && $4 + 0 <= 0) ||
+         $5 + 0 <= 0 {exit 1}' \
         "$TEST_TMP/$name.rows" || fail "$name: a row is not 5 fields of positive figures"
 }
 
@@ -47,17 +50,15 @@ expect_rows() {
 run_pair one 1 "-t 1 -n 200 -s 4096"
 expect_rows one "4096 200"
 expect_line one-server out "server: 200 RDMA WRITEs on 1 QP(s) in 1 size(s); every final count matched"
-run_pair window 1 "-t 16 -n 2000 -s 4096"
-expect_rows window "4096 2000"
+run_pair window 1 "-t 16 -n 1000 -s 4096"
+expect_rows window "4096 1000"
 run_pair signal 1 "-t 16 -Q 8 -n 1001 -s 64"
 expect_rows signal "64 1001"
-run_pair postlist 1 "-t 16 -Q 4 -l 4 -n 1000 -s 64"
+run_pair postlist 1 "-t 16 -Q 4 -l 4 -I 64 -n 1000 -s 64"
 expect_rows postlist "64 1000"
 run_pair qps 1 "-t 16 -q 2 -n 1000 -s 4096"
 expect_rows qps "4096 2000"
 expect_line qps-server out "server: 2000 RDMA WRITEs on 2 QP(s) in 1 size(s); every final count matched"
-run_pair inline 1 "-t 16 -I 64 -n 1000 -s 64"
-expect_rows inline "64 1000"
 run_pair sweep 5 "-a -s 32 -t 16 -n 100"
 expect_rows sweep "2 100" "4 100" "8 100" "16 100" "32 100"
 expect_line sweep-server out "server: 500 RDMA WRITEs on 1 QP(s) in 5 size(s); every final count matched"

@@ -44,21 +44,30 @@ expect_line op err "step07_bandwidth: the server uses --op send, this client --o
 expect_exit op-server 7
 expect_line op-server err "step07_bandwidth: no completion within 5 s (after 0 messages)"
 
-# A server killed mid-run (-D: no timeline to allocate): the client's WRITEs go unacknowledged; it ends within seconds with
-# IBV_WC_RETRY_EXC_ERR and step05's hint, or the --timeout.
-port=$((20000 + RANDOM % 20000))
-"$program" "${opts[@]}" -p "$port" -D 60 -s 64 -t 16 --timeout 30 >/dev/null 2>&1 &
-victim=$!
-wait_for_listen "$port" 20 "$victim"
-run_cmd survivor "$program" "${opts[@]}" -p "$port" -D 60 -s 64 -t 16 --timeout 3 \
-    127.0.0.1 &
-client=$!
-wait_for_line survivor out "#bytes" 20
-sleep 0.5
-kill -KILL "$victim"
+# mid_run SERVER CLIENT SERVER_TIMEOUT CLIENT_TIMEOUT: a -D 60 run of 64-byte WRITEs, both in the
+# background (run_cmd), until the client has printed its table's header and run for 0.5 s; sets
+# server and client (the subshells) and server_pid and client_pid (the programs).
+mid_run() {
+    local port=$((20000 + RANDOM % 20000)) run=(-D 60 -s 64 -t 16)
+    run_cmd "$1" "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$3" &
+    server=$!
+    wait_for_listen "$port" 20 "$server"
+    run_cmd "$2" "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$4" 127.0.0.1 &
+    client=$!
+    wait_for_line "$2" out "#bytes" 20
+    sleep 0.5
+    server_pid=$(program_pid "$server")
+    client_pid=$(program_pid "$client")
+}
+
+# A server killed mid-run (-D: no timeline to allocate): the client's WRITEs go unacknowledged;
+# it ends within seconds with IBV_WC_RETRY_EXC_ERR and step05's hint, or the --timeout.
+mid_run victim survivor 30 3
+kill -KILL "$server_pid"
 start=$(ms_now)
 wait "$client"
 expect_within "$start" 8 "noticing the killed server"
+wait "$server"
 rc=$(<"$TEST_TMP/survivor.rc")
 [[ $rc == 1 || $rc == 7 ]] || fail "survivor: expected exit 1 or 7, got $rc"
 expect_match survivor err "^step07_bandwidth: (work completion failed: IBV_WC_RETRY_EXC_ERR|no completion within 3 s)"
@@ -66,17 +75,7 @@ expect_match survivor err "^hint: (the peer stopped answering|is the peer still 
 
 # SIGINT mid-run on the client, then on the waiting server: 130 each, and every resource
 # destroyed without a complaint on stderr; `rdma res` holds nothing of theirs afterwards.
-port=$((20000 + RANDOM % 20000))
-run_cmd target "$program" "${opts[@]}" -p "$port" -D 60 -s 64 -q 2 --timeout 30 &
-server=$!
-wait_for_listen "$port" 20 "$server"
-run_cmd initiator "$program" "${opts[@]}" -p "$port" -D 60 -s 64 -q 2 --timeout 30 \
-    127.0.0.1 &
-client=$!
-wait_for_line initiator out "#bytes" 20
-sleep 0.5
-client_pid=$(program_pid "$client")
-server_pid=$(program_pid "$server")
+mid_run target initiator 30 30
 kill -INT "$client_pid"
 wait "$client"
 kill -INT "$server_pid"

@@ -167,6 +167,7 @@ void run_initiator(std::vector<RDMAEndpoint>& endpoints, const Options& options)
         plan.send = options.op == Operation::send;
         plan.timeout = std::chrono::seconds(options.timeout_seconds);
         std::vector<SendQueue> queues;
+        queues.reserve(endpoints.size());
         for (RDMAEndpoint& endpoint : endpoints)
             queues.push_back(prebuild_requests(endpoint, plan));
         Timeline timeline;

@@ -182,13 +182,14 @@ inline void post_list(SendQueue& queue, const Plan& plan, std::uint64_t count, T
 //! [credits]
 // The window: post while the send queue has room. A credit is a send-queue slot; it comes back
 // when a signaled completion retires the work requests up to it. ibv_post_send never sees a full
-// queue, so it never fails with ENOMEM.
+// queue, so it never fails with ENOMEM. A list shrinks to the credits left: the window fills up,
+// so it always holds the next signaled work request (-Q <= -t), and a completion comes.
 inline void post_while_credits(SendQueue& queue, const Plan& plan, Timeline& timeline) {
     for (;;) {
         const std::uint64_t credits = plan.depth - (queue.posted - queue.completed);
         const std::uint64_t count =
-            std::min<std::uint64_t>(plan.post_list, queue.target - queue.posted);
-        if (count == 0 || credits < count) return;
+            std::min({std::uint64_t{plan.post_list}, queue.target - queue.posted, credits});
+        if (count == 0) return;
         post_list(queue, plan, count, timeline);
     }
 }
@@ -301,7 +302,7 @@ inline std::uint64_t wait_for_final_writes(std::vector<RDMAEndpoint>& endpoints,
 //! [target-write]
 
 //! [receive-window]
-// The target of --op send: -t receives per QP stay posted (step04 explains RNR); each one that
+// The target of --op send: 2 x -t receives per QP stay posted (step04 explains RNR); each one that
 // completes is posted again at once. A SEND_WITH_IMM ends a QP's run: its immediate must equal
 // the SENDs counted since the previous one. `finals` of them end the call.
 inline std::uint64_t receive_sends(std::vector<RDMAEndpoint>& endpoints, std::size_t size,

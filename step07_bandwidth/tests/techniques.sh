@@ -54,8 +54,10 @@ run_pair window 1 "-t 16 -n 1000 -s 4096"
 expect_rows window "4096 1000"
 run_pair signal 1 "-t 16 -Q 8 -n 1001 -s 64"
 expect_rows signal "64 1001"
-run_pair postlist 1 "-t 16 -Q 4 -l 4 -I 64 -n 1000 -s 64"
-expect_rows postlist "64 1000"
+# Lists of 5 in a window of 16: after three lists 1 credit is left, and the 16th, signaled work
+# request must still be posted (a list that waited for 5 credits would wait for ever: exit 7).
+run_pair postlist 1 "-t 16 -Q 16 -l 5 -I 64 -n 1003 -s 64"
+expect_rows postlist "64 1003"
 run_pair qps 1 "-t 16 -q 2 -n 1000 -s 4096"
 expect_rows qps "4096 2000"
 expect_line qps-server out "server: 2000 RDMA WRITEs on 2 QP(s) in 1 size(s); every final count matched"

@@ -177,6 +177,9 @@ scenario() {
         step05_endpoint)
             run_pair "$prog" -n 20
             ;;
+        step07_bandwidth)
+            run_pair "$prog" -n 200 -s 4096 -q 2
+            ;;
         step06_epoll | step09_coroutines)
             live_server "$prog"
             # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and

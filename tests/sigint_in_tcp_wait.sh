@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A SIGINT that lands during any TCP wait ends the program at once (steps 03-06 and 09), however close to
+# A SIGINT that lands during any TCP wait ends the program at once (steps 03-07 and 09), however close to
 # the wait it lands. sigint_in_window.so (LD_PRELOAD) raises SIGINT at the program's first POLLIN
 # wait, after its stop-flag check and before the real poll() or ppoll(). A program that checks the
 # flag and then calls poll() waits out its whole --timeout 10 there (and exits 7); one that keeps

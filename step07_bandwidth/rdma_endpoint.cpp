@@ -1,0 +1,359 @@
+// Step 05: RDMAEndpoint, the ping-pong's resources gathered into one reusable class, with one-sided
+// WRITE and READ.
+#include "rdma_endpoint.hpp"
+
+#include "device.hpp"
+#include "gid.hpp"
+#include "qp_transitions.hpp"
+#include "resources.hpp"
+#include "tcp.hpp"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+namespace tutorial {
+
+namespace {
+
+// A completion's vendor_err, the device's own error code, in hex: "0x1f".
+std::string vendor_err_text(std::uint32_t vendor_err) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%x", vendor_err);
+    return text;
+}
+
+std::string seconds_text(std::chrono::milliseconds timeout) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g s", static_cast<double>(timeout.count()) / 1000.0);
+    return text;
+}
+
+}  // namespace
+
+// ====================================================================== errors
+
+const char* WorkCompletionError::status_name(ibv_wc_status status) noexcept {
+    return wc_status_name(status);
+}
+
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+    : TutorialError(kExitRdma,
+                    std::string("work completion failed: ") + status_name(wc.status) + " (" +
+                        ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
+                        ", vendor_err " + vendor_err_text(wc.vendor_err),
+                    wc_status_cause(wc.status, false)),
+      wc_(wc) {}
+
+bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
+    return lid == other.lid && qpn == other.qpn && psn == other.psn && gid == other.gid &&
+           mtu == other.mtu && addr == other.addr && rkey == other.rkey && length == other.length &&
+           message_size == other.message_size && iterations == other.iterations &&
+           read_depth == other.read_depth;
+}
+
+// ====================================================================== the device
+
+namespace {
+
+[[noreturn]] void over_limit(const std::string& what, std::uint64_t value,
+                             const std::string& device, const char* limit, std::uint64_t max) {
+    throw TutorialError(kExitUsage,
+                        what + " " + std::to_string(value) + " is over " + device + "'s limit " +
+                            limit + " = " + std::to_string(max),
+                        "ibv_devinfo -v shows the device's limits");
+}
+
+}  // namespace
+
+//! [open]
+// step04's open_and_check (the device list, the named device, its context, a port that exists)
+// and query_local_port (the GID, -g or choose_gid); then the PD that every endpoint shares.
+Device::Device(const DeviceConfig& config) : port_(config.port) {
+    opened_ = open_and_check(device_list_, context_, config.device_name, port_);
+    local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt);
+    pd_.reset(ibv_alloc_pd(context_.get()));
+    if (!pd_) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
+}
+//! [open]
+
+// ====================================================================== the endpoint
+
+//! [constructor]
+// step04's build_resources on a shared Device: the limits, the buffer, MR, CQ and QP, INIT.
+RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
+    : device_(&device), config_(config) {
+    if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
+        throw TutorialError(kExitUsage, "buffer size, tx depth and rx depth must be at least 1");
+    }
+    check_device_limits();
+    mtu_ = config.mtu != 0 ? config.mtu : device.port_attr().active_mtu;
+    //! [read-depth]
+    // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
+    // (max_qp_rd_atom).
+    read_depth_ = static_cast<std::uint8_t>(std::clamp(
+        std::min(device.attr().max_qp_init_rd_atom, device.attr().max_qp_rd_atom), 1, 16));
+    //! [read-depth]
+    // Receives and READs write into the buffer, and REMOTE_WRITE requires LOCAL_WRITE.
+    config_.access |= IBV_ACCESS_LOCAL_WRITE;
+    create_queues();
+    psn_ = random_psn();
+}
+//! [constructor]
+
+// The config's depths, buffer and MTU against the device: exit code 2, naming the limit.
+void RDMAEndpoint::check_device_limits() const {
+    const ibv_device_attr& attr = device_->attr();
+    const std::string& name = device_->name();
+    const auto max_wr = static_cast<std::uint64_t>(attr.max_qp_wr);
+    if (config_.tx_depth > max_wr) {
+        over_limit("tx depth", config_.tx_depth, name, "max_qp_wr", max_wr);
+    }
+    if (config_.rx_depth > max_wr) {
+        over_limit("rx depth", config_.rx_depth, name, "max_qp_wr", max_wr);
+    }
+    const std::uint64_t cq_size = std::uint64_t{config_.tx_depth} + config_.rx_depth;
+    if (cq_size > static_cast<std::uint64_t>(attr.max_cqe)) {
+        over_limit("tx depth + rx depth", cq_size, name, "max_cqe",
+                   static_cast<std::uint64_t>(attr.max_cqe));
+    }
+    if (config_.buffer_size > attr.max_mr_size) {
+        over_limit("buffer size", config_.buffer_size, name, "max_mr_size", attr.max_mr_size);
+    }
+    const ibv_mtu max_mtu = device_->port_attr().max_mtu;
+    if (config_.mtu != 0 && config_.mtu > max_mtu) {
+        over_limit("MTU", static_cast<std::uint64_t>(mtu_bytes(config_.mtu)),
+                   name + " port " + std::to_string(device_->port()), "max_mtu",
+                   static_cast<std::uint64_t>(mtu_bytes(max_mtu)));
+    }
+}
+
+//! [build]
+// A buffer that one-sided peers may reach: page-aligned buffer, MR (with the config's access),
+// one CQ for both queues, the RC QP, then INIT.
+void RDMAEndpoint::create_queues() {
+    buffer_ = allocate_buffer(config_.buffer_size);
+    mr_.reset(ibv_reg_mr(device_->pd(), buffer_.get(), config_.buffer_size, config_.access));
+    if (!mr_) { throw_reg_mr_error(errno, config_.buffer_size); }
+    const int cq_entries = static_cast<int>(config_.tx_depth + config_.rx_depth);
+    cq_.reset(ibv_create_cq(device_->context(), cq_entries, nullptr, nullptr, 0));
+    if (!cq_) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
+    qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth);
+    // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
+    ibv_qp_attr attr = init_attributes(device_->port());
+    attr.qp_access_flags = config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                             IBV_ACCESS_REMOTE_ATOMIC);
+    modify_qp(qp_.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
+    max_inline_data_ = query_queue_pair(qp_.get()).max_inline_data;
+}
+//! [build]
+
+PeerInfo RDMAEndpoint::local_info() const {
+    PeerInfo info;
+    info.lid = device_->port_attr().lid;
+    info.qpn = qp_->qp_num;
+    info.psn = psn_;
+    info.gid = device_->local_port().gid;
+    info.mtu = mtu_;
+    info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
+    info.rkey =
+        (config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) ? mr_->rkey : 0;
+    info.length = config_.buffer_size;
+    info.read_depth = read_depth_;
+    return info;
+}
+
+//! [connect]
+// step03's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
+// RDMA READ depth, so that they agree without another round trip.
+void RDMAEndpoint::connect(const PeerInfo& remote) {
+    if (remote_) throw std::logic_error("connect: the endpoint is already connected");
+    const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
+    connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
+               std::min(read_depth_, remote.read_depth));
+    mtu_ = path_mtu;
+    remote_ = remote;
+}
+//! [connect]
+
+// ====================================================================== posting
+
+void RDMAEndpoint::throw_not_connected(const char* what) {
+    throw std::logic_error(std::string(what) +
+                           ": the endpoint is not connected yet (call connect_to_peer or "
+                           "accept_peer first)");
+}
+
+void RDMAEndpoint::throw_outside_buffer(std::size_t offset, std::size_t length,
+                                        const char* what) const {
+    throw std::out_of_range(std::string(what) + ": local range [" + std::to_string(offset) + ", +" +
+                            std::to_string(length) + ") is outside the " +
+                            std::to_string(config_.buffer_size) + "-byte buffer");
+}
+
+void RDMAEndpoint::throw_post_send_failed(int rc) {
+    throw std::system_error(rc, std::generic_category(), "ibv_post_send");
+}
+
+void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                             std::size_t count) {
+    check_local_range(offset, length, "post_recv");
+    constexpr std::size_t kChain = 32;
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
+                static_cast<std::uint32_t>(length), mr_->lkey};
+    std::array<ibv_recv_wr, kChain> wrs{};
+    while (count > 0) {
+        const std::size_t n = std::min(count, kChain);
+        for (std::size_t i = 0; i < n; ++i) {
+            wrs[i] = {};
+            wrs[i].wr_id = wr_id;
+            wrs[i].sg_list = &sge;  // the device reads the list while posting; one is enough
+            wrs[i].num_sge = 1;
+            wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+        }
+        ibv_recv_wr* bad = nullptr;
+        if (int rc = ibv_post_recv(qp_.get(), wrs.data(), &bad); rc != 0) {
+            throw std::system_error(rc, std::generic_category(), "ibv_post_recv");
+        }
+        count -= n;
+    }
+}
+
+//! [post-one-sided]
+// Both ranges are checked before anything reaches the device.
+void RDMAEndpoint::check_and_post_one_sided(const char* what, ibv_wr_opcode opcode,
+                                            std::uint64_t wr_id, std::size_t local_offset,
+                                            std::size_t remote_offset, std::size_t length,
+                                            std::uint32_t imm_data) {
+    require_connected(what);
+    check_local_range(local_offset, length, what);
+    if (remote_->rkey == 0) {
+        throw std::logic_error(std::string(what) +
+                               ": the peer advertised no remote access (no rkey; the "
+                               "rc_pingpong handshake carries none)");
+    }
+    if (remote_offset > remote_->length || length > remote_->length - remote_offset) {
+        throw std::out_of_range(std::string(what) + ": remote range [" +
+                                std::to_string(remote_offset) + ", +" + std::to_string(length) +
+                                ") is outside the peer's " + std::to_string(remote_->length) +
+                                "-byte buffer");
+    }
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(imm_data);
+    wr.wr.rdma.remote_addr = remote_->addr + remote_offset;  // the peer's virtual address ...
+    wr.wr.rdma.rkey = remote_->rkey;  // ... and the key that opens its memory region
+    post_to_send_queue(wr, local_offset, length);
+}
+
+void RDMAEndpoint::post_write(std::uint64_t wr_id, std::size_t local_offset,
+                              std::size_t remote_offset, std::size_t length) {
+    check_and_post_one_sided("post_write", IBV_WR_RDMA_WRITE, wr_id, local_offset, remote_offset,
+                             length, 0);
+}
+//! [post-one-sided]
+
+void RDMAEndpoint::post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
+                                       std::size_t remote_offset, std::size_t length,
+                                       std::uint32_t imm_data) {
+    check_and_post_one_sided("post_write_with_imm", IBV_WR_RDMA_WRITE_WITH_IMM, wr_id, local_offset,
+                             remote_offset, length, imm_data);
+}
+
+void RDMAEndpoint::post_read(std::uint64_t wr_id, std::size_t local_offset,
+                             std::size_t remote_offset, std::size_t length) {
+    check_and_post_one_sided("post_read", IBV_WR_RDMA_READ, wr_id, local_offset, remote_offset,
+                             length, 0);
+}
+
+// ====================================================================== completions
+
+//! [poll]
+ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseconds timeout) {
+    const auto kept = std::find_if(stash_.begin(), stash_.end(),
+                                   [wr_id](const ibv_wc& wc) { return wc.wr_id == wr_id; });
+    if (kept != stash_.end()) {
+        const ibv_wc wc = *kept;
+        stash_.erase(kept);
+        return wc;
+    }
+    const auto deadline = Clock::now() + timeout;
+    std::array<ibv_wc, 16> batch;
+    for (unsigned spins = 1;; ++spins) {
+        const int n = ibv_poll_cq(cq_.get(), static_cast<int>(batch.size()), batch.data());
+        if (n < 0) throw_poll_failed();
+        std::optional<ibv_wc> found;
+        const ibv_wc* failed = nullptr;
+        for (const ibv_wc& wc : std::span(batch).first(static_cast<std::size_t>(n))) {
+            if (wc.status != IBV_WC_SUCCESS) {
+                failed = failed != nullptr ? failed : &wc;
+            } else if (!found && wc.wr_id == wr_id) {
+                found = wc;
+            } else {
+                stash_.push_back(wc);  // kept in CQ order for a later call
+            }
+        }
+        if (failed != nullptr) {
+            if (found) stash_.push_back(*found);
+            throw WorkCompletionError(*failed);
+        }
+        if (found) return *found;
+        // Reading the clock costs more than an empty poll: look at it now and then.
+        if (spins % 1024 != 0) continue;
+        throw_if_stopped();  // tcp.hpp: SIGINT or SIGTERM, once install_stop_handlers() ran
+        if (Clock::now() >= deadline) {
+            throw TutorialError(kExitTimeout,
+                                "no completion for wr_id " + std::to_string(wr_id) + " within " +
+                                    seconds_text(timeout),
+                                "is the peer still running? (a lost peer ends in "
+                                "IBV_WC_RETRY_EXC_ERR only while something is being sent)");
+        }
+    }
+}
+//! [poll]
+
+// try_poll() when completions are kept: those first, then the CQ.
+std::size_t RDMAEndpoint::try_poll_stashed(std::span<ibv_wc> completions) {
+    std::size_t filled = 0;
+    for (; !stash_.empty() && filled < completions.size(); ++filled) {
+        completions[filled] = stash_.front();
+        stash_.pop_front();
+    }
+    if (filled == completions.size()) return filled;
+    const int n = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size() - filled),
+                              completions.data() + filled);
+    if (n < 0) throw_poll_failed();
+    const auto batch = completions.first(filled + static_cast<std::size_t>(n));
+    for (const ibv_wc& wc : batch) {
+        if (wc.status != IBV_WC_SUCCESS) stash_good_and_throw(batch);
+    }
+    return batch.size();
+}
+
+// A batch with a failed completion: the good ones are kept for later calls, the first failure
+// is thrown.
+void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
+    std::optional<ibv_wc> failed;
+    for (const ibv_wc& wc : batch) {
+        if (wc.status == IBV_WC_SUCCESS)
+            stash_.push_back(wc);
+        else if (!failed)
+            failed = wc;
+    }
+    throw WorkCompletionError(failed.value());
+}
+
+void RDMAEndpoint::throw_poll_failed() {
+    throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");
+}
+
+}  // namespace tutorial

@@ -1,0 +1,313 @@
+// Step 05: RDMAEndpoint, the ping-pong's resources gathered into one reusable class, with one-sided
+// WRITE and READ.
+#pragma once
+
+#include "errors.hpp"
+#include "gid.hpp"
+#include "resources.hpp"
+#include "verbs_raii.hpp"
+#include "wire_format.hpp"
+
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tutorial {
+
+/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
+///
+/// what() reads like `work completion failed: IBV_WC_REM_ACCESS_ERR (status 10) for wr_id 7
+/// (RDMA WRITE)`; hint() names the likely cause. The exit code is kExitRdma.
+class WorkCompletionError : public TutorialError {
+  public:
+    /// \param wc the failed completion, copied
+    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \brief The completion's status, e.g. IBV_WC_REM_ACCESS_ERR.
+    [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
+    /// \brief The status's name as libibverbs spells it (ibv_wc_status_str), e.g. "remote access
+    /// error".
+    [[nodiscard]] const char* status_str() const noexcept { return ibv_wc_status_str(wc_.status); }
+    /// \brief The status's enum name, e.g. "IBV_WC_REM_ACCESS_ERR".
+    [[nodiscard]] static const char* status_name(ibv_wc_status status) noexcept;
+    /// \brief The wr_id of the failed work request.
+    [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
+    /// \brief The whole completion, for vendor_err and friends.
+    [[nodiscard]] const ibv_wc& completion() const noexcept { return wc_; }
+
+  private:
+    ibv_wc wc_;
+};
+
+/// \brief What one side tells the other to connect an RC QP and, in v3, to address its buffer
+/// and to agree on the run: step04's QpEndpointInfo (LID, QPN, PSN, GID, all that
+/// ibv_rc_pingpong's message carries), and what only handshake v3 carries.
+struct PeerInfo : QpEndpointInfo {
+    ibv_mtu mtu = IBV_MTU_1024;      ///< v3 only: the largest path MTU this side accepts
+    std::uint64_t addr = 0;          ///< v3 only: the buffer's virtual address
+    std::uint32_t rkey = 0;          ///< v3 only: the buffer's remote key (0 = no remote access)
+    std::uint64_t length = 0;        ///< v3 only: the buffer's length in bytes
+    std::uint32_t message_size = 0;  ///< v3 only: the program's -s (0: not said)
+    std::uint32_t iterations = 0;    ///< v3 only: the program's -n (0: not said)
+    /// v3 only: the RDMA READs (and atomics) this side can have outstanding, as the requester
+    /// and as the responder; both sides use the smaller one. ibv_rc_pingpong's wire: 1.
+    std::uint8_t read_depth = 1;
+    bool operator==(const PeerInfo& other) const noexcept;
+};
+
+/// \brief Which device Device opens: the options -d, -i and -g.
+struct DeviceConfig {
+    std::string device_name;  ///< empty: the first device
+    std::uint8_t port = 1;    ///< the port number, from 1
+    int gid_index = -1;       ///< negative: choose_gid() over the port's table
+};
+
+/// \brief An opened device that endpoints share: the device list, the context and one protection
+/// domain, with the port's attributes and the GID chosen for it.
+///
+/// A server opens its device once and gives each connection its own RDMAEndpoint on it. It is
+/// neither copied nor moved: every endpoint on it keeps a reference, and must be destroyed first.
+class Device {
+  public:
+    /// \brief step04's opening: the device list, the named device, its context, a port that
+    /// exists, its attributes and the GID (-g, or choose_gid()); then the PD.
+    /// \throws TutorialError kExitNoDevice, kExitNoProvider, kExitNoSuchDevice (device, port or
+    ///         GID); std::system_error naming the verb
+    explicit Device(const DeviceConfig& config);
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    /// \brief The raw handles, and what the constructor queried, for the endpoints on it.
+    [[nodiscard]] ibv_context* context() const noexcept { return context_.get(); }
+    [[nodiscard]] ibv_pd* pd() const noexcept { return pd_.get(); }
+    /// \brief The device's name, e.g. "rxe0".
+    [[nodiscard]] const std::string& name() const noexcept { return opened_.name; }
+    [[nodiscard]] std::uint8_t port() const noexcept { return port_; }
+    [[nodiscard]] const ibv_device_attr& attr() const noexcept { return opened_.attr; }
+    [[nodiscard]] const ibv_port_attr& port_attr() const noexcept { return local_.attr; }
+    /// \brief The port's attributes and the GID index in use, as step04's query_local_port()
+    /// found them.
+    [[nodiscard]] const LocalPort& local_port() const noexcept { return local_; }
+
+  private:
+    std::uint8_t port_ = 1;
+    OpenedDevice opened_;  // step04's open_and_check: the name and the device's attributes
+    LocalPort local_;      // step04's query_local_port: the port's attributes and the GID
+    //! [device-members]
+    // Declared parent-first: C++ destroys members in reverse, PD -> context -> device list.
+    DeviceList device_list_;
+    Context context_;
+    ProtectionDomain pd_;
+    //! [device-members]
+};
+
+/// \brief One endpoint's queues and buffer: what RDMAEndpoint creates on a Device.
+struct EndpointConfig {
+    std::size_t buffer_size = 4096;       ///< the registered buffer's size in bytes (> 0)
+    std::uint32_t tx_depth = 1;           ///< send queue depth: outstanding sends, writes and reads
+    std::uint32_t rx_depth = 500;         ///< receive queue depth
+    int access = IBV_ACCESS_LOCAL_WRITE;  ///< MR access; add IBV_ACCESS_REMOTE_WRITE/READ for
+                                          ///< one-sided peers (they also go to the QP)
+    ibv_mtu mtu{};                        ///< path MTU; 0: the port's active MTU
+};
+
+/// \brief An RC queue pair with its own registered buffer, on a shared Device: the tutorial's
+/// reusable class.
+///
+/// It owns, parent-first, a page-aligned buffer, its memory region, one completion queue and one
+/// RC QP; the context and PD are the Device's. A constructed endpoint is in INIT; after connect()
+/// (or the free functions connect_to_peer() and accept_peer(), which do the handshake first) it is
+/// in RTS and can post sends, one-sided writes and reads. Receives may be posted from INIT on.
+///
+/// \par Thread safety
+/// One endpoint must be used by one thread at a time: it keeps unsynchronised state (the
+/// completion stash). Distinct endpoints are independent and may be used from distinct threads.
+class RDMAEndpoint {
+  public:
+    /// \brief Allocates and registers the buffer, creates the CQ and QP on \p device and moves
+    /// the QP to INIT. \p device must outlive the endpoint.
+    /// \throws TutorialError kExitUsage (a depth or size over a device limit; the message names
+    ///         the limit); std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
+    /// Nothing leaks when it throws: every resource already made has an owner.
+    RDMAEndpoint(const Device& device, const EndpointConfig& config);
+    /// \brief Takes \p other's resources; \p other is left empty, fit only to be destroyed.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept = default;
+    RDMAEndpoint& operator=(RDMAEndpoint&&) = delete;
+
+    /// \brief True once the QP is in RTS.
+    [[nodiscard]] bool connected() const noexcept { return remote_.has_value(); }
+
+    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU, the buffer (rkey 0 when the
+    /// MR grants no remote access) and the RDMA READ depth. message_size and iterations are 0:
+    /// the handshake fills them in.
+    [[nodiscard]] PeerInfo local_info() const;
+
+    /// \brief Moves the QP to RTR then RTS towards \p remote, with the smaller MTU and READ depth
+    /// of both sides.
+    /// \throws std::system_error ("ibv_modify_qp INIT->RTR"/"ibv_modify_qp RTR->RTS")
+    /// \throws TutorialError (kExitPeer) when the port is RoCE and \p remote has no GID
+    /// \throws std::logic_error when already connected
+    void connect(const PeerInfo& remote);
+
+    /// \brief The peer's data, once connected.
+    [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
+
+    /// \brief The registered buffer.
+    [[nodiscard]] std::span<std::byte> buffer() const noexcept {
+        return {buffer_.get(), config_.buffer_size};
+    }
+    /// \brief Largest payload the QP sends inline (queried after creation).
+    [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return max_inline_data_; }
+    /// \brief The raw handles, for code that goes beyond the class.
+    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
+    [[nodiscard]] ibv_cq* cq() const noexcept { return cq_.get(); }  ///< \copybrief qp()
+    [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }  ///< \copybrief qp()
+    /// \brief The path MTU in use once connected (or the configured one before).
+    [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
+
+    /// \brief Posts a SEND of buffer()[offset, offset+length); inline when the length fits
+    /// max_inline_data().
+    /// \param wr_id returned in the completion
+    /// \param offset where the message starts in buffer()
+    /// \param length bytes to send (0 is allowed)
+    /// \param signaled false: no completion for this send (an unsignaled send's queue slot is
+    ///        freed when a later signaled send completes; signal at least every tx_depth sends,
+    ///        or the queue fills and ibv_post_send fails. Soft-RoCE frees the slots anyway.)
+    /// \throws std::logic_error before connecting; std::out_of_range outside the buffer;
+    ///         std::system_error ("ibv_post_send")
+    //! [post-send]
+    void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   bool signaled = true) {
+        require_connected("post_send");
+        check_local_range(offset, length, "post_send");
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+        post_to_send_queue(wr, offset, length);
+    }
+    //! [post-send]
+
+    /// \brief Posts \p count receives (one by default), all into buffer()[offset, offset+length)
+    /// and all with \p wr_id, chained in as few ibv_post_recv calls as possible. Allowed from
+    /// INIT on, so that receives are ready before the peer's first send.
+    /// \throws std::out_of_range outside the buffer; std::system_error ("ibv_post_recv")
+    void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
+                   std::size_t count = 1);
+
+    /// \brief One-sided RDMA WRITE of local [local_offset, +length) to the peer's buffer at
+    /// remote_offset. The peer gets no completion.
+    /// \throws std::logic_error before connecting or when the peer advertised no rkey;
+    ///         std::out_of_range when either range leaves its buffer (checked before posting);
+    ///         std::system_error ("ibv_post_send")
+    void post_write(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                    std::size_t length);
+
+    /// \brief RDMA WRITE with immediate: like post_write(), and the peer's next receive completes
+    /// with opcode IBV_WC_RECV_RDMA_WITH_IMM and \p imm_data (host byte order on both sides).
+    /// A zero \p length is allowed: a pure notification.
+    /// \throws as post_write()
+    void post_write_with_imm(std::uint64_t wr_id, std::size_t local_offset,
+                             std::size_t remote_offset, std::size_t length, std::uint32_t imm_data);
+
+    /// \brief One-sided RDMA READ of the peer's [remote_offset, +length) into local
+    /// [local_offset, +length).
+    /// \throws as post_write()
+    void post_read(std::uint64_t wr_id, std::size_t local_offset, std::size_t remote_offset,
+                   std::size_t length);
+
+    /// \brief Waits for the completion of \p wr_id; completions of other wr_ids found meanwhile
+    /// are kept, in CQ order, for later calls.
+    /// \throws WorkCompletionError when a completion (of any wr_id) failed;
+    ///         TutorialError (kExitTimeout) when nothing came within \p timeout, or
+    ///         (kExitInterrupted) once tcp.hpp's stop handlers saw SIGINT or SIGTERM;
+    ///         std::system_error ("ibv_poll_cq")
+    ibv_wc poll_completion(std::uint64_t wr_id,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+    /// \brief Non-blocking: fills \p completions with kept completions first, then with what
+    /// the CQ has, and returns how many it filled (0 when none is ready).
+    /// \throws WorkCompletionError on a failed completion (the good ones in the same batch are
+    ///         kept for the next call); std::system_error ("ibv_poll_cq")
+    //! [try-poll]
+    // Inline, the common case first: with nothing kept, a poll costs what step04's hand-written
+    // loop pays (one ibv_poll_cq and a status test per completion); the rest is out of line.
+    std::size_t try_poll(std::span<ibv_wc> completions) {
+        if (!stash_.empty()) [[unlikely]]
+            return try_poll_stashed(completions);
+        const int n =
+            ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
+        for (int i = 0; i < n; ++i) {
+            if (completions[static_cast<std::size_t>(i)].status != IBV_WC_SUCCESS) [[unlikely]]
+                stash_good_and_throw(completions.first(static_cast<std::size_t>(n)));
+        }
+        if (n < 0) [[unlikely]]
+            throw_poll_failed();
+        return static_cast<std::size_t>(n);
+    }
+    //! [try-poll]
+
+  private:
+    // Every post checks first, inline: a compare or two on the hot path, the throw out of line.
+    void require_connected(const char* what) const {
+        if (!remote_) [[unlikely]]
+            throw_not_connected(what);
+    }
+    void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
+        if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
+            throw_outside_buffer(offset, length, what);
+    }
+    [[noreturn]] static void throw_not_connected(const char* what);
+    [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
+                                           const char* what) const;
+    std::size_t try_poll_stashed(std::span<ibv_wc> completions);
+    [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
+    [[noreturn]] static void throw_poll_failed();
+    void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
+                                  std::size_t local_offset, std::size_t remote_offset,
+                                  std::size_t length, std::uint32_t imm_data);
+    //! [send-queue]
+    // Every send-queue post ends here, inline too: buffer()[offset, +length) is the request's only
+    // SGE (none for a zero length), and the payload goes inline when it fits and leaves from here.
+    void post_to_send_queue(ibv_send_wr& wr, std::size_t offset, std::size_t length) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
+                    static_cast<std::uint32_t>(length), mr_->lkey};
+        wr.sg_list = &sge;
+        wr.num_sge = length > 0 ? 1 : 0;
+        // Inline: the CPU copies the payload into the work request; no DMA read of the buffer.
+        if (wr.opcode != IBV_WR_RDMA_READ && length <= max_inline_data_)
+            wr.send_flags |= IBV_SEND_INLINE;
+        ibv_send_wr* bad = nullptr;
+        if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
+            throw_post_send_failed(rc);
+    }
+    //! [send-queue]
+    [[noreturn]] static void throw_post_send_failed(int rc);
+    void check_device_limits() const;
+    void create_queues();
+
+    const Device* device_;
+    EndpointConfig config_;
+    ibv_mtu mtu_ = IBV_MTU_1024;
+    std::uint32_t psn_ = 0;
+    std::uint32_t max_inline_data_ = 0;
+    std::uint8_t read_depth_ = 1;
+    std::optional<PeerInfo> remote_;
+    std::deque<ibv_wc> stash_;  // completions found while waiting for another wr_id, in CQ order
+
+    //! [members]
+    // Declared parent-first, on the Device's context and PD: C++ destroys them in reverse,
+    // QP -> CQ -> MR -> buffer, each child before its parent, also when the constructor throws.
+    Buffer buffer_;
+    MemoryRegion mr_;
+    CompletionQueue cq_;
+    QueuePair qp_;
+    //! [members]
+};
+
+}  // namespace tutorial

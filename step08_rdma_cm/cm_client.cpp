@@ -22,22 +22,17 @@ namespace tutorial {
 
 namespace {
 
-bool is_loopback(const std::string& host) {
-    return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
-}
-
 // What a failed rdma_create_ep (address and route resolution) most likely means.
-[[noreturn]] void throw_resolve_error(int err, const Options& o) {
-    const std::string host = o.host;
+[[noreturn]] void throw_resolve_error(int err, const std::string& host) {
+    if (host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost") {
+        throw TutorialError(
+            kExitNoSuchDevice,
+            "rdma_create_ep: " + host + " is a loopback address: no RDMA device owns it",
+            "RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet "
+            "interface: give the address of the interface the RDMA device "
+            "sits on (rdma link show; ip -4 addr show dev IFACE)");
+    }
     if (err == ENODEV || err == EADDRNOTAVAIL || err == ENETUNREACH) {
-        if (is_loopback(host)) {
-            throw TutorialError(
-                kExitNoSuchDevice,
-                "rdma_create_ep: " + host + " is a loopback address: no RDMA device owns it",
-                "RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet "
-                "interface: give the address of the interface the RDMA device "
-                "sits on (rdma link show; ip -4 addr show dev IFACE)");
-        }
         throw TutorialError(kExitNoSuchDevice,
                             "rdma_create_ep: no RDMA device owns the route to " + host + " (" +
                                 std::strerror(err) + ")",
@@ -65,37 +60,26 @@ CmId resolve(const Options& o) {
     }
     const AddrInfo info(found);
     rdma_cm_id* id = nullptr;
-    if (rdma_create_ep(&id, info.get(), nullptr, nullptr) != 0) throw_resolve_error(errno, o);
-    CmId owned(id);
-    const std::string device = ibv_get_device_name(id->verbs->device);
-    if (!o.device_name.empty() && o.device_name != device) {
-        throw TutorialError(kExitNoSuchDevice, "the route to " + o.host + " goes through " +
-                                                   device + ", not -d " + o.device_name);
-    }
-    return owned;
+    if (rdma_create_ep(&id, info.get(), nullptr, nullptr) != 0) throw_resolve_error(errno, o.host);
+    return CmId(id);
 }
 //! [resolve]
 
-// The server's reject, read from the REJECTED event that the synchronous rdma_connect left in
-// id->event.
-[[noreturn]] void throw_rejected(const CmEndpoint& ep, const Options& o, const PrivateData& mine) {
-    const rdma_cm_event* event = ep.id()->event;
-    std::optional<PrivateData> theirs;
-    if (event != nullptr && event->param.conn.private_data != nullptr) {
-        theirs = decode_private_data({static_cast<const std::byte*>(event->param.conn.private_data),
-                                      event->param.conn.private_data_len});
+// The server's reject, from the REJECTED event that rdma_connect left in id->event. Status 8 is
+// the CM's reject reason "invalid service ID": nothing listens on that port.
+[[noreturn]] void throw_rejected(const rdma_cm_event& event, const Options& o,
+                                 const PrivateData& mine) {
+    const auto theirs =
+        decode_private_data(event.param.conn.private_data, event.param.conn.private_data_len);
+    if (const std::string why = theirs ? describe_run_mismatch(mine, *theirs, false) : "";
+        !why.empty()) {
+        throw TutorialError(kExitPeer, why);
     }
-    if (theirs) {
-        if (const std::string why = describe_run_mismatch(mine, *theirs, false); !why.empty()) {
-            throw TutorialError(kExitPeer, why);
-        }
-    }
-    // Status 8 is the CM's reject reason "invalid service ID": nothing listens on that port.
-    const int status = event ? event->status : 0;
     throw TutorialError(
-        kExitPeer, o.host + " port " + std::to_string(o.tcp_port) + " rejected the connection: " +
-                       (status == 8 ? "no rdma_cm server listens there" : "the server refused it") +
-                       " (REJECTED, status " + std::to_string(status) + ")");
+        kExitPeer,
+        o.host + " port " + std::to_string(o.tcp_port) + " rejected the connection: " +
+            (event.status == 8 ? "no rdma_cm server listens there" : "the server refused it") +
+            " (REJECTED, status " + std::to_string(event.status) + ")");
 }
 
 //! [connect]
@@ -104,18 +88,10 @@ CmId resolve(const Options& o) {
 // server's QPN and PSN from its reply. It returns the accept's private data.
 std::optional<PrivateData> connect_to_server(CmEndpoint& ep, const Options& o,
                                              const PrivateData& mine) {
-    const std::vector<std::byte> data = encode_private_data(mine);
-    if (data.size() > kMaxConnectPrivateData) {
-        throw TutorialError(
-            kExitUsage,
-            "private data of " + std::to_string(data.size()) +
-                " bytes is over the connect request's " + std::to_string(kMaxConnectPrivateData),
-            "shorten --note to at most " +
-                std::to_string(kMaxConnectPrivateData - kPrivateDataFixed) + " characters");
-    }
+    const PrivateData wire = wire_order(mine);
     rdma_conn_param param{};
-    param.private_data = data.data();
-    param.private_data_len = static_cast<std::uint8_t>(data.size());
+    param.private_data = &wire;
+    param.private_data_len = sizeof wire;
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.retry_count = 6;
@@ -132,23 +108,13 @@ std::optional<PrivateData> connect_to_server(CmEndpoint& ep, const Options& o,
                                     std::to_string(o.timeout_seconds) + " s)",
                                 "is its RDMA device up? (rdma link show on that host)");
         }
-        if (err == ECONNREFUSED) throw_rejected(ep, o, mine);
+        if (err == ECONNREFUSED && ep.id()->event) throw_rejected(*ep.id()->event, o, mine);
         throw std::system_error(err, std::generic_category(), "rdma_connect");
     }
     const rdma_cm_event* event = ep.id()->event;  // ESTABLISHED, with the accept's private data
-    return decode_private_data({static_cast<const std::byte*>(event->param.conn.private_data),
-                                event->param.conn.private_data_len});
+    return decode_private_data(event->param.conn.private_data, event->param.conn.private_data_len);
 }
 //! [connect]
-
-// The server ended the connection: a DISCONNECTED event on the id's own (synchronous) channel.
-void check_server(const CmEndpoint& ep) {
-    pollfd p{ep.id()->channel->fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) {
-        throw TutorialError(kExitPeer, "the server disconnected during the run",
-                            "its own output says why");
-    }
-}
 
 // step06's waits, busy and event, with the CM channel in place of the TCP socket.
 template <typename Handle>
@@ -171,7 +137,11 @@ void wait_for_completion(CmEndpoint& ep, const Options& o, Handle&& handle) {
             if (safety_net_poll(ep, ep.events(), std::span<ibv_wc>(batch), handle) > 0) return;
         }
         throw_if_stopped();
-        check_server(ep);
+        // The server ended the connection: a DISCONNECTED event on the id's own channel.
+        if (pollfd p{ep.id()->channel->fd, POLLIN, 0}; ::poll(&p, 1, 0) > 0) {
+            throw TutorialError(kExitPeer, "the server disconnected during the run",
+                                "its own output says why");
+        }
         if (Clock::now() > deadline) {
             throw TutorialError(kExitTimeout, "no completion within --timeout");
         }
@@ -197,7 +167,6 @@ std::vector<double> ping_pong(CmEndpoint& ep, const Options& o, PingPong& pingpo
     return round_trips;
 }
 
-//! [report]
 // One one-sided WRITE into the server's window, with the address and rkey of its private data:
 // the replies this client received. The server reads it once the client has disconnected.
 void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
@@ -205,14 +174,10 @@ void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
     const std::size_t at = 2 * o.size;  // this side's own report window, as the source
     std::memcpy(ep.buffer().data() + at, &received, sizeof received);
     ep.post_write(kReportWrId, at, sizeof received, server);
-    bool done = false;
-    wait_for_completion(ep, o, [&](const ibv_wc& wc) {
+    wait_for_completion(ep, o, [](const ibv_wc& wc) {  // the only one: the ping-pong is complete
         if (wc.status != IBV_WC_SUCCESS) throw WorkCompletionError(wc);
-        done = done || wc.wr_id == kReportWrId;
     });
-    if (!done) throw std::logic_error("the WRITE's completion did not come first");
 }
-//! [report]
 
 }  // namespace
 
@@ -220,19 +185,12 @@ void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
 int run_client(const Options& o) {
     install_stop_handlers();
     CmEndpoint ep(resolve(o), endpoint_config(o, o.mode == WaitMode::event));
-    PrivateData mine = ep.window(2 * o.size, kReportBytes);
-    mine.message_size = static_cast<std::uint32_t>(o.size);
-    mine.iterations = o.iters;
-    mine.note = o.note;
+    PrivateData mine = ep.window(2 * o.size, kReportBytes, run_data(o));
+    o.note.copy(mine.note, sizeof mine.note - 1);  // parse_options checked its length
     const std::optional<PrivateData> server = connect_to_server(ep, o, mine);
     if (o.mode == WaitMode::event) ep.request_notify();  // ibv_req_notify_cq
     // A peer without the magic is one of rdma-core's examples: one 16-byte SEND each way.
-    Options run = o;
-    if (!server) {
-        run.size = kExampleMessageBytes;
-        run.iters = 1;
-        run.check = false;
-    }
+    const Options run = server ? o : example_run(o);
     PingPong pingpong(ep, run, kClientSide);
     pingpong.post_initial_receives();  // ibv_post_recv, before the first send
     std::printf("client: connected to %s port %d (%s), QPN 0x%06x\n", o.host.c_str(), o.tcp_port,

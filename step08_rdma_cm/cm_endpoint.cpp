@@ -91,8 +91,7 @@ CmEndpoint::~CmEndpoint() {
     if (cq_ && events_.acks_outstanding() > 0) { ack_all_before_destroy(*this, events_); }
 }
 
-PrivateData CmEndpoint::window(std::size_t offset, std::size_t length) const {
-    PrivateData p;
+PrivateData CmEndpoint::window(std::size_t offset, std::size_t length, PrivateData p) const {
     p.addr = reinterpret_cast<std::uintptr_t>(buffer_.get() + offset);
     p.rkey = mr_->rkey;
     p.length = static_cast<std::uint32_t>(length);
@@ -159,31 +158,5 @@ bool CmEndpoint::get_event() {
     }
     return true;
 }
-
-//! [take_event]
-// Every event is acked here, before anyone acts on it: rdma_destroy_id waits for the acks of
-// its id's events, so a handler that destroys the id must not hold one.
-bool take_cm_event(rdma_event_channel* channel, CmEvent& out) {
-    rdma_cm_event* event = nullptr;
-    if (rdma_get_cm_event(channel, &event) != 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) { return false; }
-        throw std::system_error(errno, std::generic_category(), "rdma_get_cm_event");
-    }
-    out.type = event->event;
-    out.id = event->id;
-    out.listen_id = event->listen_id;
-    out.status = event->status;
-    out.private_data.clear();
-    // The private data of a connect request, an accept (ESTABLISHED) or a reject.
-    const auto* data = static_cast<const std::byte*>(event->param.conn.private_data);
-    if (data != nullptr &&
-        (out.type == RDMA_CM_EVENT_CONNECT_REQUEST || out.type == RDMA_CM_EVENT_ESTABLISHED ||
-         out.type == RDMA_CM_EVENT_REJECTED)) {
-        out.private_data.assign(data, data + event->param.conn.private_data_len);
-    }
-    rdma_ack_cm_event(event);
-    return true;
-}
-//! [take_event]
 
 }  // namespace tutorial

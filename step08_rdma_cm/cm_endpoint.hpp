@@ -13,12 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
-#include <vector>
 
 namespace tutorial {
 
-/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS (step06's).
+/// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
 class WorkCompletionError : public TutorialError {
   public:
     explicit WorkCompletionError(const ibv_wc& wc);
@@ -59,7 +59,6 @@ using CompletionChannel =
                     VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
 //! [owners]
 
-/// \brief One endpoint's queues and buffer.
 struct CmEndpointConfig {
     std::size_t buffer_size = 4096;   ///< the registered buffer's size in bytes (> 0)
     std::uint32_t tx_depth = 16;      ///< send queue depth
@@ -67,34 +66,27 @@ struct CmEndpointConfig {
     bool completion_channel = false;  ///< bind the CQ to an O_NONBLOCK completion channel
 };
 
-/// Completion events are acked this many at a time (step06's).
-constexpr std::uint32_t kAckBatch = 16;
+constexpr std::uint32_t kAckBatch = 16;  // completion events acked at a time
 
-/// \brief An RC QP made by librdmacm on an rdma_cm_id, with its own registered buffer.
-///
-/// It owns, parent-first, the id, a page-aligned buffer, its memory region (remote write
-/// allowed), a completion channel, one CQ and the id's QP. The QP's state is librdmacm's:
-/// rdma_connect and rdma_accept move it to RTS.
+/// \brief An RC QP made by librdmacm on an rdma_cm_id, with its own registered buffer, MR,
+/// completion channel and CQ. The QP's state is librdmacm's: rdma_connect and rdma_accept move
+/// it to RTS.
 class CmEndpoint {
   public:
-    /// \brief Builds the buffer, MR, channel and CQ on the id's context and PD, then the QP
-    /// with rdma_create_qp. \p id must have its device (address resolved, or a connect request).
+    /// \p id must have its device: an address resolved, or a connect request.
     /// \throws std::system_error naming the verb
     CmEndpoint(CmId id, const CmEndpointConfig& config);
     CmEndpoint(const CmEndpoint&) = delete;
     CmEndpoint& operator=(const CmEndpoint&) = delete;
-    /// \brief Acks the CQ events not yet acked, then destroys QP -> CQ -> channel -> MR ->
-    /// buffer -> id.
-    ~CmEndpoint();
+    ~CmEndpoint();  // acks the CQ events not yet acked (ibv_destroy_cq waits for them)
 
     [[nodiscard]] rdma_cm_id* id() const noexcept { return id_.get(); }
     [[nodiscard]] std::span<std::byte> buffer() const noexcept {
         return {buffer_.get(), config_.buffer_size};
     }
-    /// \brief What a peer needs to WRITE into buffer()[offset, offset+length).
-    [[nodiscard]] PrivateData window(std::size_t offset, std::size_t length) const;
+    /// \p p with what a peer needs to WRITE into buffer()[offset, offset+length).
+    [[nodiscard]] PrivateData window(std::size_t offset, std::size_t length, PrivateData p) const;
 
-    //! [post-send]
     void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                    bool signaled = true) {
         ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
@@ -110,15 +102,13 @@ class CmEndpoint {
         if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) [[unlikely]]
             throw_post_failed(rc, "ibv_post_send");
     }
-    //! [post-send]
-    /// \brief One signaled RDMA WRITE of buffer()[offset, offset+length) to the peer's window.
+    /// One signaled RDMA WRITE of buffer()[offset, offset+length) to the peer's window.
     void post_write(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                     const PrivateData& remote);
     void post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                    std::size_t count = 1);
 
-    /// \name step06's completion channel
-    /// @{
+    // step06's completion channel
     [[nodiscard]] int channel_fd() const noexcept { return channel_ ? channel_->fd : -1; }
     void request_notify();
     [[nodiscard]] bool get_event();
@@ -131,7 +121,6 @@ class CmEndpoint {
         return n;
     }
     [[nodiscard]] CqEventTracker& events() noexcept { return events_; }
-    /// @}
 
   private:
     [[noreturn]] static void throw_post_failed(int rc, const char* verb);
@@ -153,21 +142,6 @@ class CmEndpoint {
     //! [members]
 };
 
-/// \brief The CM event's fields a handler needs, copied so that the event is acked at once.
-struct CmEvent {
-    rdma_cm_event_type type{};
-    rdma_cm_id* id = nullptr;
-    rdma_cm_id* listen_id = nullptr;
-    int status = 0;
-    std::vector<std::byte> private_data;
-};
-
-/// \brief rdma_get_cm_event, copy, rdma_ack_cm_event. False when none is queued (EAGAIN on an
-/// O_NONBLOCK channel).
-/// \throws std::system_error ("rdma_get_cm_event")
-[[nodiscard]] bool take_cm_event(rdma_event_channel* channel, CmEvent& out);
-
-/// \brief fcntl O_NONBLOCK on \p fd. \throws std::system_error
 void set_nonblocking(int fd);
 
 }  // namespace tutorial

@@ -1,6 +1,5 @@
 // Step 08: the server's CM events, its connections, and their ping-pong.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <netdb.h>
 #include <sys/epoll.h>
 
 #include <array>
@@ -17,15 +16,9 @@ namespace tutorial {
 namespace {
 
 std::string peer_text(rdma_cm_id* id) {
-    const sockaddr* address = rdma_get_peer_addr(id);
-    char text[INET6_ADDRSTRLEN] = "?";
-    if (address->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
-                  sizeof text);
-    } else if (address->sa_family == AF_INET6) {
-        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
-                  sizeof text);
-    }
+    char text[NI_MAXHOST] = "?";
+    getnameinfo(rdma_get_peer_addr(id), sizeof(sockaddr_storage), text, sizeof text, nullptr, 0,
+                NI_NUMERICHOST);
     return text;
 }
 
@@ -81,19 +74,34 @@ void Server::watch(int fd, std::uint64_t data) {
     }
 }
 
+//! [take_event]
+// Each event is copied and acked before anyone acts on it: rdma_destroy_id waits for the acks
+// of its id's events, so a handler that destroys the id must not hold one. The copy's pointer to
+// the private data dies with the ack: a connect request's is decoded first.
 void Server::on_cm_events() {
-    CmEvent event;
-    while (take_cm_event(channel_.get(), event)) { on_cm_event(event); }
+    rdma_cm_event* event = nullptr;
+    while (rdma_get_cm_event(channel_.get(), &event) == 0) {
+        const rdma_cm_event copy = *event;
+        std::optional<PrivateData> theirs;
+        if (copy.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            theirs =
+                decode_private_data(copy.param.conn.private_data, copy.param.conn.private_data_len);
+        }
+        rdma_ack_cm_event(event);
+        on_cm_event(copy, theirs);
+    }
+    if (errno != EAGAIN)
+        throw std::system_error(errno, std::generic_category(), "rdma_get_cm_event");
 }
+//! [take_event]
 
 //! [events]
-// Every event a server can get, already acked (take_cm_event).
-void Server::on_cm_event(const CmEvent& event) {
+// Every event a server can get, already acked.
+void Server::on_cm_event(const rdma_cm_event& event, const std::optional<PrivateData>& theirs) {
     const std::string status = " (status " + std::to_string(event.status) + ")";
-    switch (event.type) {
-        case RDMA_CM_EVENT_CONNECT_REQUEST: on_connect_request(event); break;
+    switch (event.event) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST: on_connect_request(event.id, theirs); break;
         case RDMA_CM_EVENT_ESTABLISHED:  // the client's ReadyToUse: the QP is in RTS
-            if (Connection* c = find(event.id)) c->established = true;
             break;
         case RDMA_CM_EVENT_DISCONNECTED:  // the client's DisconnectRequest, answered already
             if (Connection* c = find(event.id)) {
@@ -119,72 +127,51 @@ void Server::on_cm_event(const CmEvent& event) {
             break;
         case RDMA_CM_EVENT_TIMEWAIT_EXIT:  // only for an id not yet destroyed: nothing to do
             break;
-        default: std::printf("server: ignored CM event %s\n", rdma_event_str(event.type)); break;
+        default: std::printf("server: ignored CM event %s\n", rdma_event_str(event.event)); break;
     }
 }
 //! [events]
 
-//! [connect_request]
 // A new id for the new client, with its device (id->verbs, id->pd): ours to destroy. A reject
 // carries our own -s and -n, so that the client can name the option that differs.
-void Server::on_connect_request(const CmEvent& event) {
-    CmId id(event.id);
+void Server::on_connect_request(rdma_cm_id* new_id, const std::optional<PrivateData>& theirs) {
+    CmId id(new_id);
     Connection c;
     c.number = next_number_++;
     c.peer = peer_text(id.get());
-    const std::optional<PrivateData> theirs = decode_private_data(event.private_data);
     c.example = !theirs;
-    PrivateData mine;
-    mine.message_size = static_cast<std::uint32_t>(o_.size);
-    mine.iterations = o_.iters;
-    if (theirs) {
-        c.note = theirs->note;
-        if (const std::string why = describe_run_mismatch(mine, *theirs, true); !why.empty()) {
-            const std::vector<std::byte> data = encode_private_data(mine);
-            rdma_reject(id.get(), data.data(), static_cast<std::uint8_t>(data.size()));
-            std::printf("server: client %llu (%s): rejected: %s\n",
-                        static_cast<unsigned long long>(c.number), c.peer.c_str(), why.c_str());
-            ++ended_;
-            return;  // CmId destroys the id
-        }
+    c.note = theirs ? theirs->note : "";
+    const PrivateData mine = run_data(o_);
+    if (const std::string why = theirs ? describe_run_mismatch(mine, *theirs, true) : "";
+        !why.empty()) {
+        const PrivateData wire = wire_order(mine);
+        rdma_reject(id.get(), &wire, sizeof wire);
+        return report(c, "rejected: " + why);  // CmId destroys the id
     }
     try {
-        accept(std::move(id), theirs ? &*theirs : nullptr, c);
+        accept(std::move(id), c);
     } catch (const std::exception& e) {  // the id is destroyed: the client sees a reject
-        std::printf("server: client %llu (%s): failed: %s\n",
-                    static_cast<unsigned long long>(c.number), c.peer.c_str(), e.what());
-        ++ended_;
-        return;
+        return report(c, std::string("failed: ") + e.what());
     }
     watch(c.endpoint->channel_fd(), tag(c.number, kChannel));
     connections_.emplace(c.number, std::move(c));
 }
 
-//! [connect_request]
-
 //! [accept]
 // The endpoint on the new id, the receives posted before the accept (rdma-core's rdma_client
-// sends as soon as its rdma_connect returns), then rdma_accept with our window and run.
-void Server::accept(CmId id, const PrivateData* theirs, Connection& c) {
-    Options run = o_;
-    if (theirs == nullptr) {  // rdma-core's examples: one 16-byte message each way
-        run.size = kExampleMessageBytes;
-        run.iters = 1;
-        run.check = false;
-    }
+// sends as soon as its rdma_connect returns), then rdma_accept with our window and run, which
+// rdma-core's examples ignore.
+void Server::accept(CmId id, Connection& c) {
+    const Options run = c.example ? example_run(o_) : o_;
     c.endpoint = std::make_unique<CmEndpoint>(std::move(id), endpoint_config(run, true));
     c.pingpong = std::make_unique<PingPong>(*c.endpoint, run, kServerSide);
     c.endpoint->request_notify();         // ibv_req_notify_cq
     c.pingpong->post_initial_receives();  // ibv_post_recv
-    PrivateData reply = c.endpoint->window(2 * run.size, kReportBytes);
-    reply.message_size = static_cast<std::uint32_t>(run.size);
-    reply.iterations = run.iters;
-    const std::vector<std::byte> data = encode_private_data(reply);
+    const PrivateData wire =
+        wire_order(c.endpoint->window(2 * run.size, kReportBytes, run_data(run)));
     rdma_conn_param param{};
-    if (theirs != nullptr) {
-        param.private_data = data.data();
-        param.private_data_len = static_cast<std::uint8_t>(data.size());
-    }
+    param.private_data = &wire;
+    param.private_data_len = sizeof wire;
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.rnr_retry_count = 7;
@@ -195,47 +182,36 @@ void Server::accept(CmId id, const PrivateData* theirs, Connection& c) {
 }
 //! [accept]
 
-void Server::on_channel(Connection& c) {
+// The completions that the channel's event announced, or (\p event false: the safety net, once
+// per --safety-ms) that came without one; then the ping-pong's next step. True when it found a
+// completion or ended the connection.
+bool Server::progress(Connection& c, bool event) {
     std::array<ibv_wc, 16> batch{};
     completions_.clear();
+    const auto keep = [&](const ibv_wc& wc) { completions_.push_back(wc); };
     try {
-        service_channel(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch),
-                        [&](const ibv_wc& wc) { completions_.push_back(wc); });
-    } catch (const std::exception& e) {
-        end(c.endpoint->id(), std::string("failed: ") + e.what());
-        return;
-    }
-    progress(c, completions_);
-}
-
-void Server::progress(Connection& c, std::span<const ibv_wc> completions) {
-    try {
-        for (const ibv_wc& wc : completions) {
+        if (event) {
+            service_channel(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch), keep);
+        } else {
+            safety_net_poll(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch), keep);
+        }
+        for (const ibv_wc& wc : completions_) {
             c.pingpong->on_completion(wc);
             c.pingpong->maybe_send();
         }
     } catch (const std::exception& e) {
         // A flushed receive after the client vanished: its DISCONNECTED event says so.
-        if (!completions.empty() && completions.back().status == IBV_WC_WR_FLUSH_ERR) return;
-        end(c.endpoint->id(), std::string("failed: ") + e.what());
+        if (completions_.empty() || completions_.back().status != IBV_WC_WR_FLUSH_ERR) {
+            end(c.endpoint->id(), std::string("failed: ") + e.what());
+        }
+        return true;
     }
+    return !completions_.empty();
 }
 
-// step06's safety net, once per --safety-ms: a completion whose event never came.
 void Server::sweep() {
     for (auto& [number, c] : connections_) {
-        std::array<ibv_wc, 16> batch{};
-        completions_.clear();
-        try {
-            safety_net_poll(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch),
-                            [&](const ibv_wc& wc) { completions_.push_back(wc); });
-        } catch (const std::exception&) {
-            continue;  // on_channel reports it
-        }
-        if (!completions_.empty()) {
-            progress(c, completions_);
-            return;  // progress may have ended c: look again next time
-        }
+        if (progress(c, false)) return;  // it may have ended c: look again next time
     }
 }
 
@@ -246,26 +222,27 @@ Connection* Server::find(rdma_cm_id* id) {
     return nullptr;
 }
 
-//! [end]
-// The client's report, which its one WRITE put in our window, then the connection's end:
-// the endpoint's destructor destroys the QP, CQ, channel, MR and buffer, then the id.
-void Server::end(rdma_cm_id* id, const std::string& outcome) {
+void Server::report(const Connection& c, const std::string& outcome) {
+    std::printf("server: client %llu (%s%s%s): %s\n", static_cast<unsigned long long>(c.number),
+                c.peer.c_str(), c.note.empty() ? "" : ", ", c.note.c_str(), outcome.c_str());
+    ++ended_;
+}
+
+// The connection's end, with the report that the client's one WRITE put in our window. The
+// endpoint's destructor destroys the QP, CQ, channel, MR and buffer, then the id.
+void Server::end(rdma_cm_id* id, std::string outcome) {
     Connection* c = find(id);
     if (c == nullptr) return;
-    std::string line = "server: client " + std::to_string(c->number) + " (" + c->peer +
-                       (c->note.empty() ? "" : ", " + c->note) + "): " + outcome;
     if (c->example) {
-        line += "; rdma-core's example exchange";
+        outcome += "; rdma-core's example exchange";
     } else if (c->pingpong->complete()) {
         std::uint32_t reported = 0;
         std::memcpy(&reported, c->endpoint->buffer().data() + 2 * o_.size, sizeof reported);
-        line += "; its WRITE says it received " + std::to_string(reported) + " replies";
+        outcome += "; its WRITE says it received " + std::to_string(reported) + " replies";
     }
-    std::printf("%s\n", line.c_str());
-    ++ended_;
+    report(*c, outcome);
     connections_.erase(c->number);
 }
-//! [end]
 
 void Server::shut_down() {
     std::printf("server: shutting down: %zu connection(s) open\n", connections_.size());

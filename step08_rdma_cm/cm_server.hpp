@@ -18,36 +18,43 @@
 
 namespace tutorial {
 
-/// \brief A file descriptor's owner: the epoll set and the signalfd.
-class FileDescriptor {
+// step06's Socket (tcp.hpp): it owns any file descriptor; here the epoll set and the signalfd.
+class Socket {
   public:
-    explicit FileDescriptor(int fd = -1) noexcept : fd_(fd) {}
-    FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-    FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-        std::swap(fd_, other.fd_);
+    Socket() = default;
+    explicit Socket(int fd) : fd_(fd) {}
+    Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    Socket& operator=(Socket&& other) noexcept {
+        if (this != &other) {
+            reset();
+            fd_ = std::exchange(other.fd_, -1);
+        }
         return *this;
     }
-    ~FileDescriptor() {
-        if (fd_ >= 0) ::close(fd_);
-    }
+    Socket(const Socket&) = delete;
+    Socket& operator=(const Socket&) = delete;
+    ~Socket() { reset(); }
     [[nodiscard]] int get() const noexcept { return fd_; }
+    void reset() noexcept {
+        if (fd_ >= 0) {
+            ::close(fd_);
+            fd_ = -1;
+        }
+    }
 
   private:
-    int fd_;
+    int fd_ = -1;
 };
 
-//! [connection]
 /// One client: its endpoint (id, QP, CQ, completion channel) and its ping-pong.
 struct Connection {
     std::uint64_t number = 0;
     std::string peer;
-    std::string note;          // the client's --note, from its private data
-    bool example = false;      // no magic: one of rdma-core's examples
-    bool established = false;  // ESTABLISHED seen
+    std::string note;      // the client's --note, from its private data
+    bool example = false;  // no magic: one of rdma-core's examples
     std::unique_ptr<CmEndpoint> endpoint;
     std::unique_ptr<PingPong> pingpong;
 };
-//! [connection]
 
 class Server {
   public:
@@ -58,33 +65,29 @@ class Server {
     enum Kind : std::uint64_t { kSignal = 0, kCm = 1, kChannel = 2 };
     static std::uint64_t tag(std::uint64_t number, Kind kind) { return number << 2 | kind; }
 
-    // main.cpp: the event loop
     void open_event_sources();
     void dispatch(std::uint64_t data);
-    // cm_server.cpp: everything else
     void listen();
     void watch(int fd, std::uint64_t data);
     void on_cm_events();
-    void on_cm_event(const CmEvent& event);
-    void on_connect_request(const CmEvent& event);
-    void accept(CmId id, const PrivateData* theirs, Connection& c);
-    void on_channel(Connection& c);
-    void progress(Connection& c, std::span<const ibv_wc> completions);
+    void on_cm_event(const rdma_cm_event& event, const std::optional<PrivateData>& theirs);
+    void on_connect_request(rdma_cm_id* new_id, const std::optional<PrivateData>& theirs);
+    void accept(CmId id, Connection& c);
+    bool progress(Connection& c, bool event);
     void sweep();
-    void end(rdma_cm_id* id, const std::string& outcome);
+    void report(const Connection& c, const std::string& outcome);
+    void end(rdma_cm_id* id, std::string outcome);
     Connection* find(rdma_cm_id* id);
     void shut_down();
 
     const Options& o_;
-    FileDescriptor epoll_;
-    FileDescriptor signal_fd_;
-    //! [server-members]
+    Socket epoll_;
+    Socket signal_fd_;
     // Declared parent-first: the channel outlives every id on it (rdma_destroy_event_channel
     // fails with EBUSY while one is left), the listening id outlives nothing it owns.
     CmEventChannel channel_;
     CmId listen_;
     std::map<std::uint64_t, Connection> connections_;
-    //! [server-members]
     std::vector<ibv_wc> completions_;
     std::uint64_t next_number_ = 1;
     bool stopping_ = false;

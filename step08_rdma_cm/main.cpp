@@ -19,7 +19,6 @@ namespace tutorial {
 /// cm_client.cpp: one client against the server on o.host; returns the exit code.
 int run_client(const Options& o);
 
-//! [run]
 /// The outline. Without a HOST, a server: one thread and one epoll set watch a signalfd, the
 /// CM event channel and every client's completion channel (Server::run, below). With a HOST, a
 /// client on librdmacm's synchronous calls: connect, one ping-pong, disconnect (cm_client.cpp).
@@ -34,11 +33,7 @@ int run(const Options& options) {
     }
     return run_client(options);
 }
-//! [run]
 
-// ================================================================== the server's event loop
-
-//! [server_loop]
 int Server::run() {
     open_event_sources();
     std::array<epoll_event, 64> ready{};
@@ -65,7 +60,7 @@ int Server::run() {
 /// One epoll set for everything: the signalfd and the CM event channel now; each client's
 /// completion channel once its connect request has made its QP.
 void Server::open_event_sources() {
-    epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
+    epoll_ = Socket(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
@@ -78,7 +73,7 @@ void Server::open_event_sources() {
     if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
         throw std::system_error(errno, std::generic_category(), "sigprocmask");
     }
-    signal_fd_ = FileDescriptor(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+    signal_fd_ = Socket(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
     if (signal_fd_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "signalfd");
     }
@@ -111,13 +106,11 @@ void Server::dispatch(std::uint64_t data) {
         return;
     }
     auto it = connections_.find(data >> 2);
-    if (it != connections_.end()) { on_channel(it->second); }  // else ended earlier in this batch
+    if (it != connections_.end()) progress(it->second, true);  // else ended earlier in the batch
 }
-//! [server_loop]
 
 }  // namespace tutorial
 
-//! [main]
 int main(int argc, char** argv) {
     using namespace tutorial;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -135,4 +128,3 @@ int main(int argc, char** argv) {
         return kExitRdma;
     }
 }
-//! [main]

@@ -1,5 +1,5 @@
 // The program's name, its options and their parser: step06's, without those rdma_cm decides
-// (-i, -g, -m) and the client's spin and rate; with the client's --note.
+// (-d, -i, -g, -m), -v, and the client's spin and rate; with the client's --note.
 #pragma once
 
 #include "errors.hpp"
@@ -24,13 +24,11 @@ constexpr long long kMaxDepth = 1LL << 24;
 enum class WaitMode { busy, event };
 
 struct Options {
-    std::string device_name;  // empty: the first device
     std::size_t size = 4096;
     std::uint32_t iters = 1000;
     int rx_depth = 500;
     int tx_depth = 16;
     int tcp_port = 7471;  // rdma-core's examples' port
-    bool verbose = false;
     bool help = false;
     int timeout_seconds = 10;
     bool check = false;
@@ -50,7 +48,6 @@ struct Options {
     return R"(usage: step08_rdma_cm [options]            start a server (many clients, one thread)
        step08_rdma_cm [options] HOST       start a client and ping-pong with HOST
 
-  -d, --ib-dev=DEV       client: check that the route to HOST goes through DEV
   -s, --size=BYTES       message size (default 4096)
   -n, --iters=N          messages per client (default 1000)
   -r, --rx-depth=N       receives kept posted (default 500)
@@ -59,7 +56,6 @@ struct Options {
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
       --check            fill every message with a pattern and verify it (both sides)
-  -v, --verbose          print more
   -h, --help             print this help
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
@@ -70,7 +66,6 @@ struct Options {
 )";
 }
 
-//! [options]
 enum LongOnlyOption : int {
     kOptBind = 256,
     kOptTimeout,
@@ -80,8 +75,7 @@ enum LongOnlyOption : int {
     kOptNote
 };
 
-inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
-                                      {"size", required_argument, nullptr, 's'},
+inline const option kLongOptions[] = {{"size", required_argument, nullptr, 's'},
                                       {"iters", required_argument, nullptr, 'n'},
                                       {"rx-depth", required_argument, nullptr, 'r'},
                                       {"tx-depth", required_argument, nullptr, 't'},
@@ -93,14 +87,12 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"safety-ms", required_argument, nullptr, kOptSafetyMs},
                                       {"events", no_argument, nullptr, 'e'},
                                       {"note", required_argument, nullptr, kOptNote},
-                                      {"verbose", no_argument, nullptr, 'v'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
 
 // One option that getopt_long returned, stored in o; a bad value is a UsageError.
 inline void apply_option(Options& o, int c, std::string_view arg) {
     switch (c) {
-        case 'd': o.device_name = arg; break;
         case 's':
             o.size = static_cast<std::size_t>(parse_number(arg, "--size", 1, kMaxBufferSize));
             break;
@@ -127,8 +119,14 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
         case 'e': o.mode = WaitMode::event; break;
-        case kOptNote: o.note = arg; break;
-        case 'v': o.verbose = true; break;
+        case kOptNote:  // it travels in PrivateData::note, 28 bytes with the final '\0'
+            if (arg.size() > 27) {
+                throw UsageError("--note of " + std::to_string(arg.size()) +
+                                 " characters does not fit the connect request's private data: "
+                                 "at most 27");
+            }
+            o.note = arg;
+            break;
         case 'h': o.help = true; break;
     }
 }
@@ -146,12 +144,11 @@ inline void check_option_combinations(Options& o) {
 inline Options parse_options(int argc, char** argv) {
     Options o;
     const auto operands =
-        parse_command_line(argc, argv, ":d:s:n:r:t:p:evh", kLongOptions, 1,
+        parse_command_line(argc, argv, ":s:n:r:t:p:eh", kLongOptions, 1,
                            [&](int c, std::string_view arg) { apply_option(o, c, arg); });
     if (!operands.empty()) { o.host = operands[0]; }
     check_option_combinations(o);
     return o;
 }
-//! [options]
 
 }  // namespace tutorial

@@ -22,8 +22,21 @@ namespace tutorial {
 
 /// The window a step08 peer WRITEs its report into, after the receive and send slots.
 constexpr std::size_t kReportBytes = 8;
-/// rdma-core's rdma_client and rdma_server exchange one message of this size each way.
-constexpr std::size_t kExampleMessageBytes = 16;
+/// rdma-core's rdma_client and rdma_server exchange one message of 16 bytes each way.
+inline Options example_run(Options run) {
+    run.size = 16;
+    run.iters = 1;
+    run.check = false;
+    return run;
+}
+
+/// The run that a step08 peer states in its private data: -s and -n.
+inline PrivateData run_data(const Options& o) {
+    PrivateData p;
+    p.message_size = static_cast<std::uint32_t>(o.size);
+    p.iterations = o.iters;
+    return p;
+}
 
 inline CmEndpointConfig endpoint_config(const Options& o, bool channel) {
     CmEndpointConfig c;

@@ -1,87 +1,58 @@
 // Step 08: what travels in the connection's private data: a magic, the buffer's window, -s, -n.
 #pragma once
 
+#include <endian.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
-#include <span>
 #include <string>
-#include <vector>
 
 namespace tutorial {
 
-/// The largest private data rdma_cm carries in a connect request (the CM's REQ holds 92 bytes,
-/// of which rdma_cm's own header takes 36), in an accept (REP: 196) and in a reject (REJ: 148).
-/// librdmacm does not check these: the kernel answers EINVAL.
+/// The private data a connect request carries: the CM's REQ holds 92 bytes, of which rdma_cm's
+/// own header takes 36. An accept (REP) carries 196, a reject (REJ) 148. librdmacm does not check
+/// these: the kernel answers EINVAL.
 constexpr std::size_t kMaxConnectPrivateData = 56;
-constexpr std::size_t kMaxAcceptPrivateData = 196;
 
-/// "S08C", big-endian: a step08 peer. rdma-core's examples send no private data, and a receiver
-/// always sees the whole field, zero-padded, so their first 4 bytes are 0.
+/// "S08C": a step08 peer. rdma-core's examples send no private data, and a receiver always sees
+/// the whole field, zero-padded, so their first 4 bytes are 0.
 constexpr std::uint32_t kPrivateDataMagic = 0x53303843;
 
-/// \brief What a step08 peer says in its connect request, accept or reject.
-///
-/// | bytes | field |
-/// |---|---|
-/// | 0-3   | magic "S08C" |
-/// | 4-11  | the buffer window's virtual address |
-/// | 12-15 | its rkey |
-/// | 16-19 | its length in bytes |
-/// | 20-23 | -s |
-/// | 24-27 | -n |
-/// | 28-   | the client's --note, as text (connect request only) |
-///
-/// All numbers big-endian.
+/// \brief What a step08 peer says in its connect request, accept or reject: these 56 bytes, the
+/// numbers big-endian on the wire (wire_order()).
 struct PrivateData {
-    std::uint64_t addr = 0;
-    std::uint32_t rkey = 0;
-    std::uint32_t length = 0;
-    std::uint32_t message_size = 0;
-    std::uint32_t iterations = 0;
-    std::string note;
+    std::uint32_t magic = kPrivateDataMagic;  ///< bytes 0-3: "S08C"
+    std::uint32_t rkey = 0;                   ///< 4-7: the buffer window's rkey
+    std::uint64_t addr = 0;                   ///< 8-15: its virtual address
+    std::uint32_t length = 0;                 ///< 16-19: its length in bytes
+    std::uint32_t message_size = 0;           ///< 20-23: -s
+    std::uint32_t iterations = 0;             ///< 24-27: -n
+    char note[28] = {};                       ///< 28-55: the client's --note, zero-padded
 };
+static_assert(sizeof(PrivateData) == kMaxConnectPrivateData);
 
-constexpr std::size_t kPrivateDataFixed = 28;
-
-[[nodiscard]] inline std::vector<std::byte> encode_private_data(const PrivateData& p) {
-    std::vector<std::byte> out(kPrivateDataFixed + p.note.size());
-    auto put = [&](std::size_t at, std::uint64_t value, std::size_t bytes) {
-        for (std::size_t i = 0; i < bytes; ++i) {
-            out[at + i] = static_cast<std::byte>(value >> (8 * (bytes - 1 - i)));
-        }
-    };
-    put(0, kPrivateDataMagic, 4);
-    put(4, p.addr, 8);
-    put(12, p.rkey, 4);
-    put(16, p.length, 4);
-    put(20, p.message_size, 4);
-    put(24, p.iterations, 4);
-    for (std::size_t i = 0; i < p.note.size(); ++i) {
-        out[kPrivateDataFixed + i] = static_cast<std::byte>(p.note[i]);
-    }
-    return out;
+/// Host order to big-endian, or back: htobe32 and be32toh are the same swap (or none).
+[[nodiscard]] inline PrivateData wire_order(PrivateData p) {
+    p.magic = htobe32(p.magic);
+    p.rkey = htobe32(p.rkey);
+    p.addr = htobe64(p.addr);
+    p.length = htobe32(p.length);
+    p.message_size = htobe32(p.message_size);
+    p.iterations = htobe32(p.iterations);
+    return p;
 }
 
-/// A step08 peer's private data, or nullopt for a peer without the magic (rdma-core's examples).
-[[nodiscard]] inline std::optional<PrivateData> decode_private_data(std::span<const std::byte> in) {
-    auto get = [&](std::size_t at, std::size_t bytes) {
-        std::uint64_t value = 0;
-        for (std::size_t i = 0; i < bytes; ++i) {
-            value = value << 8 | std::to_integer<std::uint64_t>(in[at + i]);
-        }
-        return value;
-    };
-    if (in.size() < kPrivateDataFixed || get(0, 4) != kPrivateDataMagic) { return std::nullopt; }
+/// A step08 peer's private data in host order, or nullopt for a peer without the magic.
+[[nodiscard]] inline std::optional<PrivateData> decode_private_data(const void* data,
+                                                                    std::size_t length) {
     PrivateData p;
-    p.addr = get(4, 8);
-    p.rkey = static_cast<std::uint32_t>(get(12, 4));
-    p.length = static_cast<std::uint32_t>(get(16, 4));
-    p.message_size = static_cast<std::uint32_t>(get(20, 4));
-    p.iterations = static_cast<std::uint32_t>(get(24, 4));
-    for (std::size_t i = kPrivateDataFixed; i < in.size() && in[i] != std::byte{0}; ++i) {
-        p.note += static_cast<char>(in[i]);
-    }
+    if (data == nullptr || length < sizeof p) return std::nullopt;
+    std::memcpy(&p, data, sizeof p);
+    p = wire_order(p);
+    if (p.magic != kPrivateDataMagic) return std::nullopt;
+    p.note[sizeof p.note - 1] = '\0';
     return p;
 }
 

@@ -165,8 +165,8 @@ void Server::accept(CmId id, Connection& c) {
     const Options run = c.example ? example_run(o_) : o_;
     c.endpoint = std::make_unique<CmEndpoint>(std::move(id), endpoint_config(run, true));
     c.pingpong = std::make_unique<PingPong>(*c.endpoint, run, kServerSide);
-    c.endpoint->request_notify();         // ibv_req_notify_cq
-    c.pingpong->post_initial_receives();  // ibv_post_recv
+    if (!o_.busy_poll) c.endpoint->request_notify();  // ibv_req_notify_cq
+    c.pingpong->post_initial_receives();              // ibv_post_recv
     const PrivateData wire =
         wire_order(c.endpoint->window(2 * run.size, kReportBytes, run_data(run)));
     rdma_conn_param param{};
@@ -182,18 +182,18 @@ void Server::accept(CmId id, Connection& c) {
 }
 //! [accept]
 
-// The completions that the channel's event announced, or (\p event false: the safety net, once
-// per --safety-ms) that came without one; then the ping-pong's next step. True when it found a
-// completion or ended the connection.
-bool Server::progress(Connection& c, bool event) {
+// The completions found \p how, then the ping-pong's next step.
+void Server::progress(Connection& c, Poll how) {
     std::array<ibv_wc, 16> batch{};
     completions_.clear();
-    const auto keep = [&](const ibv_wc& wc) { completions_.push_back(wc); };
+    auto keep = [&](const ibv_wc& wc) { completions_.push_back(wc); };
     try {
-        if (event) {
+        if (how == Poll::event) {
             service_channel(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch), keep);
-        } else {
+        } else if (how == Poll::safety_net) {
             safety_net_poll(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch), keep);
+        } else {
+            drain(*c.endpoint, std::span<ibv_wc>(batch), keep);
         }
         for (const ibv_wc& wc : completions_) {
             c.pingpong->on_completion(wc);
@@ -204,14 +204,13 @@ bool Server::progress(Connection& c, bool event) {
         if (completions_.empty() || completions_.back().status != IBV_WC_WR_FLUSH_ERR) {
             end(c.endpoint->id(), std::string("failed: ") + e.what());
         }
-        return true;
     }
-    return !completions_.empty();
 }
 
-void Server::sweep() {
-    for (auto& [number, c] : connections_) {
-        if (progress(c, false)) return;  // it may have ended c: look again next time
+void Server::sweep(Poll how) {
+    for (auto it = connections_.begin(); it != connections_.end();) {
+        Connection& c = (it++)->second;  // progress() may end c, and nothing else
+        progress(c, how);
     }
 }
 

@@ -73,8 +73,11 @@ class Server {
     void on_cm_event(const rdma_cm_event& event, const std::optional<PrivateData>& theirs);
     void on_connect_request(rdma_cm_id* new_id, const std::optional<PrivateData>& theirs);
     void accept(CmId id, Connection& c);
-    bool progress(Connection& c, bool event);
-    void sweep();
+    // How progress() finds completions: an event on the channel, the safety net's poll after a
+    // quiet --safety-ms, or --busy-poll's poll on every pass (no CQ events at all).
+    enum class Poll { event, safety_net, busy };
+    void progress(Connection& c, Poll how);
+    void sweep(Poll how);
     void report(const Connection& c, const std::string& outcome);
     void end(rdma_cm_id* id, std::string outcome);
     Connection* find(rdma_cm_id* id);

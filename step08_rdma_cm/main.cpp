@@ -39,17 +39,19 @@ int Server::run() {
     std::array<epoll_event, 64> ready{};
     auto next_sweep = Clock::now() + std::chrono::milliseconds(o_.safety_ms);
     while (!stopping_ && (o_.exit_after == 0 || ended_ < o_.exit_after)) {
-        // Always a timeout: a lost completion event must not hang the server.
-        const int n =
-            ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()), o_.safety_ms);
+        // Always a timeout: a lost completion event must not hang the server. --busy-poll: none.
+        const int n = ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()),
+                                   o_.busy_poll ? 0 : o_.safety_ms);
         if (n < 0) {
             if (errno == EINTR) { continue; }
             throw std::system_error(errno, std::generic_category(), "epoll_wait");
         }
         for (int i = 0; i < n; ++i) { dispatch(ready[static_cast<std::size_t>(i)].data.u64); }
         const auto now = Clock::now();
-        if (n == 0 || now >= next_sweep) {
-            sweep();
+        if (o_.busy_poll) {
+            sweep(Poll::busy);
+        } else if (n == 0 || now >= next_sweep) {
+            sweep(Poll::safety_net);
             next_sweep = now + std::chrono::milliseconds(o_.safety_ms);
         }
     }
@@ -106,7 +108,8 @@ void Server::dispatch(std::uint64_t data) {
         return;
     }
     auto it = connections_.find(data >> 2);
-    if (it != connections_.end()) progress(it->second, true);  // else ended earlier in the batch
+    if (it != connections_.end())
+        progress(it->second, Poll::event);  // else ended earlier in the batch
 }
 
 }  // namespace tutorial

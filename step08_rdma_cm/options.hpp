@@ -39,6 +39,7 @@ struct Options {
     // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
     // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
+    bool busy_poll = false;  // poll every CQ on every pass instead of sleeping (benchmarks)
     // client
     WaitMode mode = WaitMode::busy;
     std::string note;  // a label for the server's log, in the connect request's private data
@@ -60,6 +61,7 @@ struct Options {
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
+      --busy-poll        never sleep: poll every client's CQ on every pass (one core at 100%)
   client:
   -e, --events           sleep on completion events instead of busy polling
       --note=TEXT        a label for the server's log, sent in the connection's private data
@@ -72,6 +74,7 @@ enum LongOnlyOption : int {
     kOptCheck,
     kOptExitAfter,
     kOptSafetyMs,
+    kOptBusyPoll,
     kOptNote
 };
 
@@ -85,6 +88,7 @@ inline const option kLongOptions[] = {{"size", required_argument, nullptr, 's'},
                                       {"check", no_argument, nullptr, kOptCheck},
                                       {"exit-after", required_argument, nullptr, kOptExitAfter},
                                       {"safety-ms", required_argument, nullptr, kOptSafetyMs},
+                                      {"busy-poll", no_argument, nullptr, kOptBusyPoll},
                                       {"events", no_argument, nullptr, 'e'},
                                       {"note", required_argument, nullptr, kOptNote},
                                       {"help", no_argument, nullptr, 'h'},
@@ -118,6 +122,7 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case kOptSafetyMs:
             o.safety_ms = static_cast<int>(parse_number(arg, "--safety-ms", 1, 60'000));
             break;
+        case kOptBusyPoll: o.busy_poll = true; break;
         case 'e': o.mode = WaitMode::event; break;
         case kOptNote:  // it travels in PrivateData::note, 28 bytes with the final '\0'
             if (arg.size() > 27) {
@@ -136,8 +141,8 @@ inline void check_option_combinations(Options& o) {
     if (o.host.empty() && (o.mode != WaitMode::busy || !o.note.empty())) {
         throw UsageError("-e and --note are client options (give a HOST)");
     }
-    if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
-        throw UsageError("--exit-after and --bind are server options (drop the HOST)");
+    if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty() || o.busy_poll)) {
+        throw UsageError("--exit-after, --bind and --busy-poll are server options (drop the HOST)");
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # step08_rdma_cm against itself across the two-host lab's wire: one server on host a, three
 # clients on host b at once (busy, events, a --note), every message checked; each client's one
-# WRITE shows in the server's line. A client with another -s is rejected, and names the option.
+# WRITE shows in the server's line. A client with another -n is rejected, and names the option
+# (the chapter's exercise 1).
 # The capture holds the CM's exchange, which tshark decodes: ConnectRequest, ConnectReply,
 # ReadyToUse, then DisconnectRequest and DisconnectReply, for each client.
 # shellcheck source=/dev/null
@@ -20,7 +21,7 @@ run_cmd event "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n $n --check 
 c2=$!
 run_cmd note "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n $n --check --note "third client" "$LAB_ADDR" &
 c3=$!
-run_cmd size "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 128 -n $n "$LAB_ADDR"
+run_cmd iters "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n 10 "$LAB_ADDR"
 wait $c1 $c2 $c3 "$server"
 stop_capture cm
 for c in busy event; do
@@ -30,13 +31,13 @@ for c in busy event; do
     expect_match $c out "^client: connected to $LAB_ADDR port $port \\(a step08 server\\), QPN 0x[0-9a-f]{6}$"
 done
 expect_exit note 0
-expect_exit size 6
-expect_line size err "step08_rdma_cm: the server uses -s 64, this client -s 128: both sides must use the same -s"
+expect_exit iters 6
+expect_line iters err "step08_rdma_cm: the server uses -n $n, this client -n 10: both sides must use the same -n"
 expect_exit server 0
 (($(grep -c "^server: client [0-9] ($LAB_PEER_ADDR): complete; its WRITE says it received $n replies\$" "$TEST_TMP/server.out") == 2)) ||
     fail "server: expected two clients complete with their WRITE's report"
 expect_match server out "^server: client [0-9] \\($LAB_PEER_ADDR, third client\\): complete; its WRITE says it received $n replies\$"
-expect_match server out "^server: client [0-9] \\($LAB_PEER_ADDR\\): rejected: the client uses -s 128, this server -s 64: both sides must use the same -s"
+expect_match server out "^server: client [0-9] \\($LAB_PEER_ADDR\\): rejected: the client uses -n 10, this server -n $n: both sides must use the same -n"
 
 # The CM's messages are MADs (management datagrams) sent to QP 1 over the same UDP port 4791.
 tshark -n -r "$TEST_TMP/cm.pcap" -Y infiniband.mad -T fields -e ip.src -e infiniband.bth.destqp \

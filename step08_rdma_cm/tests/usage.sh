@@ -23,7 +23,7 @@ expect_exit clientopt 2
 expect_line clientopt err "step08_rdma_cm: -e and --note are client options (give a HOST)"
 run_cmd serveropt "$bin" --exit-after 1 192.0.2.1
 expect_exit serveropt 2
-expect_line serveropt err "step08_rdma_cm: --exit-after and --bind are server options (drop the HOST)"
+expect_line serveropt err "step08_rdma_cm: --exit-after, --bind and --busy-poll are server options (drop the HOST)"
 # Private data over the connect request's 56 bytes: the --note field holds 27 characters.
 run_cmd long "$bin" --note "a note of 28 characters, 123" 192.0.2.1
 expect_exit long 2

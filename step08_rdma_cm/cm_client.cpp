@@ -24,13 +24,14 @@ namespace {
 
 // What a failed rdma_create_ep (address and route resolution) most likely means.
 [[noreturn]] void throw_resolve_error(int err, const std::string& host) {
-    if (host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost") {
-        throw TutorialError(
-            kExitNoSuchDevice,
-            "rdma_create_ep: " + host + " is a loopback address: no RDMA device owns it",
-            "RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet "
-            "interface: give the address of the interface the RDMA device "
-            "sits on (rdma link show; ip -4 addr show dev IFACE)");
+    if (is_loopback(host)) {
+        throw TutorialError(kExitNoSuchDevice,
+                            "rdma_create_ep: " + host +
+                                " is a loopback address: rdma_cm does not route it over RoCE (" +
+                                std::strerror(err) + ")",
+                            "RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet "
+                            "interface: give the address of the interface the RDMA device "
+                            "sits on (rdma link show; ip -4 addr show dev IFACE)");
     }
     if (err == ENODEV || err == EADDRNOTAVAIL || err == ENETUNREACH) {
         throw TutorialError(kExitNoSuchDevice,
@@ -102,11 +103,14 @@ std::optional<PrivateData> connect_to_server(CmEndpoint& ep, const Options& o,
     alarm(0);
     if (rc != 0) {
         throw_if_stopped();
-        if (g_alarm_rang != 0) {
-            throw TutorialError(kExitTimeout,
-                                "rdma_connect: no answer from " + o.host + " within --timeout (" +
-                                    std::to_string(o.timeout_seconds) + " s)",
-                                "is its RDMA device up? (rdma link show on that host)");
+        if (g_alarm_rang != 0 || err == ETIMEDOUT) {  // the alarm, or the CM's own retries
+            throw TutorialError(
+                kExitTimeout,
+                "rdma_connect: no answer from " + o.host +
+                    (g_alarm_rang != 0
+                         ? " within --timeout (" + std::to_string(o.timeout_seconds) + " s)"
+                         : ": the CM's retries ran out"),
+                "is its RDMA device up? (rdma link show on that host)");
         }
         if (err == ECONNREFUSED && ep.id()->event) throw_rejected(*ep.id()->event, o, mine);
         throw std::system_error(err, std::generic_category(), "rdma_connect");
@@ -137,10 +141,17 @@ void wait_for_completion(CmEndpoint& ep, const Options& o, Handle&& handle) {
             if (safety_net_poll(ep, ep.events(), std::span<ibv_wc>(batch), handle) > 0) return;
         }
         throw_if_stopped();
-        // The server ended the connection: a DISCONNECTED event on the id's own channel.
+        // A CM event on the id's own channel: DISCONNECTED when the server ended the connection.
         if (pollfd p{ep.id()->channel->fd, POLLIN, 0}; ::poll(&p, 1, 0) > 0) {
-            throw TutorialError(kExitPeer, "the server disconnected during the run",
-                                "its own output says why");
+            rdma_cm_event* event = nullptr;
+            const bool got = rdma_get_cm_event(ep.id()->channel, &event) == 0;
+            const rdma_cm_event_type type = got ? event->event : RDMA_CM_EVENT_DISCONNECTED;
+            if (got) rdma_ack_cm_event(event);
+            throw TutorialError(kExitPeer,
+                                type == RDMA_CM_EVENT_DISCONNECTED
+                                    ? "the server disconnected during the run"
+                                    : std::string(rdma_event_str(type)) + " during the run",
+                                "the server's own output says why");
         }
         if (Clock::now() > deadline) {
             throw TutorialError(kExitTimeout, "no completion within --timeout");
@@ -171,9 +182,10 @@ std::vector<double> ping_pong(CmEndpoint& ep, const Options& o, PingPong& pingpo
 // the replies this client received. The server reads it once the client has disconnected.
 void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
                   std::uint32_t received) {
-    const std::size_t at = 2 * o.size;  // this side's own report window, as the source
-    std::memcpy(ep.buffer().data() + at, &received, sizeof received);
-    ep.post_write(kReportWrId, at, sizeof received, server);
+    const std::size_t at = 2 * o.size;              // this side's own report window, as the source
+    const std::uint32_t value = htobe32(received);  // big-endian, as the private data
+    std::memcpy(ep.buffer().data() + at, &value, sizeof value);
+    ep.post_write(kReportWrId, at, sizeof value, server);
     wait_for_completion(ep, o, [](const ibv_wc& wc) {  // the only one: the ping-pong is complete
         if (wc.status != IBV_WC_SUCCESS) throw WorkCompletionError(wc);
     });
@@ -200,7 +212,9 @@ int run_client(const Options& o) {
     const std::vector<double> round_trips = ping_pong(ep, run, pingpong);
     const std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;
     if (server) write_report(ep, o, *server, pingpong.received());
+    alarm(static_cast<unsigned>(o.timeout_seconds));  // it waits for the DisconnectReply
     rdma_disconnect(ep.id());  // DisconnectRequest; the server answers DisconnectReply
+    alarm(0);
     std::printf("%s", rc_pingpong_summary(run.size, run.iters, elapsed.count()).c_str());
     std::printf("%s",
                 latency_table(run.size, run.iters, compute_latency_stats(round_trips)).c_str());

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace tutorial {
 
@@ -143,5 +144,10 @@ class CmEndpoint {
 };
 
 void set_nonblocking(int fd);
+
+/// 127.x.x.x, ::1, localhost: on RoCE no RDMA device owns a loopback address.
+[[nodiscard]] inline bool is_loopback(const std::string& host) {
+    return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
+}
 
 }  // namespace tutorial

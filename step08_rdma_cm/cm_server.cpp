@@ -62,6 +62,13 @@ void Server::listen() {
     if (rdma_listen(id, 128) != 0) {
         throw std::system_error(errno, std::generic_category(), "rdma_listen");
     }
+    if (is_loopback(o_.bind_address)) {  // the bind succeeds, with no device (id->verbs null)
+        std::fprintf(stderr,
+                     "%s: warning: --bind=%s is a loopback address, which rdma_cm does not route "
+                     "over RoCE: no RoCE client can reach this server; bind to the address of the "
+                     "interface the device sits on (rdma link show)\n",
+                     kProgram, o_.bind_address.c_str());
+    }
 }
 //! [listen]
 
@@ -103,11 +110,12 @@ void Server::on_cm_event(const rdma_cm_event& event, const std::optional<Private
         case RDMA_CM_EVENT_CONNECT_REQUEST: on_connect_request(event.id, theirs); break;
         case RDMA_CM_EVENT_ESTABLISHED:  // the client's ReadyToUse: the QP is in RTS
             break;
-        case RDMA_CM_EVENT_DISCONNECTED:  // the client's DisconnectRequest, answered already
+        case RDMA_CM_EVENT_DISCONNECTED:  // the client's DisconnectRequest; ending the id answers
+            // First the completions that came before it and no event has shown yet.
+            if (Connection* c = find(event.id)) progress(*c, Poll::busy);
             if (Connection* c = find(event.id)) {
                 end(event.id, c->pingpong->complete() ? "complete"
-                                                      : "the client disconnected "
-                                                        "during the run");
+                                                      : "the client disconnected during the run");
             }
             break;
         case RDMA_CM_EVENT_REJECTED: end(event.id, "rejected by the client" + status); break;
@@ -150,10 +158,10 @@ void Server::on_connect_request(rdma_cm_id* new_id, const std::optional<PrivateD
     }
     try {
         accept(std::move(id), c);
+        watch(c.endpoint->channel_fd(), tag(c.number, kChannel));
     } catch (const std::exception& e) {  // the id is destroyed: the client sees a reject
         return report(c, std::string("failed: ") + e.what());
     }
-    watch(c.endpoint->channel_fd(), tag(c.number, kChannel));
     connections_.emplace(c.number, std::move(c));
 }
 
@@ -187,6 +195,7 @@ void Server::progress(Connection& c, Poll how) {
     std::array<ibv_wc, 16> batch{};
     completions_.clear();
     auto keep = [&](const ibv_wc& wc) { completions_.push_back(wc); };
+    const ibv_wc* current = nullptr;
     try {
         if (how == Poll::event) {
             service_channel(*c.endpoint, c.endpoint->events(), std::span<ibv_wc>(batch), keep);
@@ -196,12 +205,13 @@ void Server::progress(Connection& c, Poll how) {
             drain(*c.endpoint, std::span<ibv_wc>(batch), keep);
         }
         for (const ibv_wc& wc : completions_) {
+            current = &wc;
             c.pingpong->on_completion(wc);
             c.pingpong->maybe_send();
         }
     } catch (const std::exception& e) {
         // A flushed receive after the client vanished: its DISCONNECTED event says so.
-        if (completions_.empty() || completions_.back().status != IBV_WC_WR_FLUSH_ERR) {
+        if (current == nullptr || current->status != IBV_WC_WR_FLUSH_ERR) {
             end(c.endpoint->id(), std::string("failed: ") + e.what());
         }
     }
@@ -237,7 +247,7 @@ void Server::end(rdma_cm_id* id, std::string outcome) {
     } else if (c->pingpong->complete()) {
         std::uint32_t reported = 0;
         std::memcpy(&reported, c->endpoint->buffer().data() + 2 * o_.size, sizeof reported);
-        outcome += "; its WRITE says it received " + std::to_string(reported) + " replies";
+        outcome += "; its WRITE says it received " + std::to_string(be32toh(reported)) + " replies";
     }
     report(*c, outcome);
     connections_.erase(c->number);

@@ -86,8 +86,8 @@ class Server {
     const Options& o_;
     Socket epoll_;
     Socket signal_fd_;
-    // Declared parent-first: the channel outlives every id on it (rdma_destroy_event_channel
-    // fails with EBUSY while one is left), the listening id outlives nothing it owns.
+    // Declared parent-first: the channel outlives every id on it (rdma_destroy_event_channel(3):
+    // destroy them first), the listening id outlives nothing it owns.
     CmEventChannel channel_;
     CmId listen_;
     std::map<std::uint64_t, Connection> connections_;

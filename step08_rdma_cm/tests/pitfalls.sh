@@ -14,12 +14,21 @@ trap '"$PEER" link up >/dev/null 2>&1; rm -rf "$TEST_TMP"' EXIT
 
 run_cmd loopback "$bin" --timeout 5 127.0.0.1
 expect_exit loopback 5
-expect_line loopback err "step08_rdma_cm: rdma_create_ep: 127.0.0.1 is a loopback address: no RDMA device owns it"
+expect_line loopback err "step08_rdma_cm: rdma_create_ep: 127.0.0.1 is a loopback address: rdma_cm does not route it over RoCE (No such device)"
 expect_line loopback err "hint: RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet interface: give the address of the interface the RDMA device sits on (rdma link show; ip -4 addr show dev IFACE)"
 
 run_cmd bind "$bin" --bind "$nobody" --exit-after 1
 expect_exit bind 5
 expect_line bind err "step08_rdma_cm: rdma_bind_addr: no RDMA device owns $nobody"
+
+# A server bound to 127.0.0.1: the bind succeeds with no device, and it says so.
+"$bin" --bind 127.0.0.1 --exit-after 1 >"$TEST_TMP/lo.out" 2>"$TEST_TMP/lo.err" &
+lo=$!
+wait_for_line lo err "^step08_rdma_cm: warning: --bind=127.0.0.1 is a loopback address, which rdma_cm does not route over RoCE: no RoCE client can reach this server; bind to the address of the interface the device sits on \(rdma link show\)$" 30
+kill -INT $lo
+rc=0
+wait $lo || rc=$?
+((rc == 0)) || fail "the server bound to 127.0.0.1 exited $rc after SIGINT, not 0"
 
 began=$(ms_now)
 run_cmd unreachable "$bin" --timeout 10 "$nobody"

@@ -90,13 +90,7 @@ CmId resolve(const Options& o) {
 std::optional<PrivateData> connect_to_server(CmEndpoint& ep, const Options& o,
                                              const PrivateData& mine) {
     const PrivateData wire = wire_order(mine);
-    rdma_conn_param param{};
-    param.private_data = &wire;
-    param.private_data_len = sizeof wire;
-    param.responder_resources = 1;
-    param.initiator_depth = 1;
-    param.retry_count = 6;
-    param.rnr_retry_count = 7;
+    rdma_conn_param param = connection_parameters(wire);
     alarm(static_cast<unsigned>(o.timeout_seconds));  // SIGALRM ends a blocked rdma_connect
     const int rc = rdma_connect(ep.id(), &param);
     const int err = errno;

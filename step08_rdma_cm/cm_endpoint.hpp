@@ -145,6 +145,22 @@ class CmEndpoint {
 
 void set_nonblocking(int fd);
 
+//! [conn_param]
+/// What rdma_connect and rdma_accept send besides \p wire, the private data in wire order: one
+/// RDMA READ or atomic in flight each way, 6 transport retries, and RNR retries for ever (7) for
+/// the peer's sends to this side.
+[[nodiscard]] inline rdma_conn_param connection_parameters(const PrivateData& wire) {
+    rdma_conn_param param{};
+    param.private_data = &wire;
+    param.private_data_len = sizeof wire;
+    param.responder_resources = 1;
+    param.initiator_depth = 1;
+    param.retry_count = 6;
+    param.rnr_retry_count = 7;
+    return param;
+}
+//! [conn_param]
+
 /// 127.x.x.x, ::1, localhost: on RoCE no RDMA device owns a loopback address.
 [[nodiscard]] inline bool is_loopback(const std::string& host) {
     return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";

@@ -177,12 +177,7 @@ void Server::accept(CmId id, Connection& c) {
     c.pingpong->post_initial_receives();              // ibv_post_recv
     const PrivateData wire =
         wire_order(c.endpoint->window(2 * run.size, kReportBytes, run_data(run)));
-    rdma_conn_param param{};
-    param.private_data = &wire;
-    param.private_data_len = sizeof wire;
-    param.responder_resources = 1;
-    param.initiator_depth = 1;
-    param.rnr_retry_count = 7;
+    rdma_conn_param param = connection_parameters(wire);
     // rdma_accept moves the QP to RTR and RTS and sends the ConnectReply; it does not wait.
     if (rdma_accept(c.endpoint->id(), &param) != 0) {
         throw std::system_error(errno, std::generic_category(), "rdma_accept");

@@ -60,8 +60,9 @@ OURS = re.compile(r"^_ZN[KVRO]*8tutorial")
 
 def pkg_config(*args):
     try:
-        out = subprocess.run(["pkg-config", *args, "libibverbs"], check=True, capture_output=True,
-                             text=True).stdout
+        # librdmacm: step08's connection manager.
+        out = subprocess.run(["pkg-config", *args, "libibverbs", "librdmacm"], check=True,
+                             capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return []
     return out.split()

@@ -20,6 +20,8 @@ PACKAGES=(
     clang clang-format clang-tidy libclang-rt-dev
     # RDMA user space
     libibverbs-dev ibverbs-providers ibverbs-utils rdma-core perftest iproute2
+    # the connection manager (step08_rdma_cm) and rdma-core's examples it interoperates with
+    librdmacm-dev rdmacm-utils
     # the Soft-RoCE lab
     qemu-system-x86 busybox-static kmod cpio
     # the two-host lab's side-by-side shells (lab/softroce shell --hosts 2)

@@ -44,16 +44,44 @@ endfunction()
 # _rdma_tutorial_device_test_properties(NAME LABEL l TIMEOUT s [ENVIRONMENT VAR=value...]): the
 # properties every device test shares, script or GoogleTest program: its label and TIMEOUT,
 # exit status 77 reported as skipped, and any "destroy failed:" line failing it.
+# Each device test also gets TEST_PORT_BASE, the first of 200 TCP ports that are its own (testlib's
+# new_port hands them out), so that tests that run at once (ctest -j in the lab) never share one.
+# SERIAL: the test runs alone (RUN_SERIAL), for a test that bounds a wait tightly in wall-clock
+# time; the device passes run the others several at a time (ctest -j in the lab, CMakePresets.json).
+# KERNEL 6.12: the test belongs to that kernel (label kernel_6.12; docs/maintainers.md).
 function(_rdma_tutorial_device_test_properties name)
-    cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "ENVIRONMENT" ${ARGN})
+    cmake_parse_arguments(ARG "SERIAL" "LABEL;TIMEOUT;KERNEL" "ENVIRONMENT" ${ARGN})
+    set(labels ${ARG_LABEL})
+    if(ARG_KERNEL)
+        list(APPEND labels kernel_${ARG_KERNEL})
+    endif()
     set_tests_properties(${name} PROPERTIES
-        LABELS ${ARG_LABEL}
+        LABELS "${labels}"
         TIMEOUT ${ARG_TIMEOUT}
         SKIP_RETURN_CODE 77
         FAIL_REGULAR_EXPRESSION "${RDMA_TUTORIAL_FAIL_REGEX}")
-    if(ARG_ENVIRONMENT)
-        set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")
+    if(ARG_SERIAL)
+        set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
     endif()
+    rdma_tutorial_port_base(base)
+    list(APPEND ARG_ENVIRONMENT "TEST_PORT_BASE=${base}")
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")
+endfunction()
+
+# rdma_tutorial_port_base(VAR): the next test's block of 200 TCP ports, from 10000 up (below the
+# kernel's ephemeral ports, 32768 on), in VAR.
+function(rdma_tutorial_port_base var)
+    get_property(blocks GLOBAL PROPERTY RDMA_TUTORIAL_PORT_BLOCKS)
+    if(NOT blocks)
+        set(blocks 0)
+    endif()
+    math(EXPR base "10000 + 200 * ${blocks}")
+    if(base GREATER 32400)
+        message(FATAL_ERROR "more than 112 device tests: the TCP port blocks reach the ephemeral ports")
+    endif()
+    math(EXPR blocks "${blocks} + 1")
+    set_property(GLOBAL PROPERTY RDMA_TUTORIAL_PORT_BLOCKS ${blocks})
+    set(${var} ${base} PARENT_SCOPE)
 endfunction()
 
 # rdma_tutorial_unit_test(NAME SOURCES t.cpp... [LINK lib...]): a GoogleTest
@@ -71,13 +99,14 @@ function(rdma_tutorial_unit_test name)
     set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 60)
 endfunction()
 
-# rdma_tutorial_device_test(NAME SCRIPT file.sh [TIMEOUT s] [LABEL l] [ARGS ...]):
-# a bash test, by default with the label "rdma". Through testlib.sh's
+# rdma_tutorial_device_test(NAME SCRIPT file.sh [TIMEOUT s] [LABEL l] [KERNEL 6.1|6.12] [SERIAL]
+# [ARGS ...]): a bash test, by default with the label "rdma"; KERNEL: it belongs to one kernel
+# (docs/maintainers.md); SERIAL: it runs alone. Through testlib.sh's
 # require_device it exits 77 (reported as skipped) when no device is present,
 # or fails instead when RDMA_REQUIRE_DEVICE=1. LABEL unit is for script tests
 # that need no device (options, usage errors).
 function(rdma_tutorial_device_test name)
-    cmake_parse_arguments(ARG "" "SCRIPT;TIMEOUT;LABEL" "ARGS" ${ARGN})
+    cmake_parse_arguments(ARG "SERIAL" "SCRIPT;TIMEOUT;LABEL;KERNEL" "ARGS" ${ARGN})
     if(NOT ARG_TIMEOUT)
         set(ARG_TIMEOUT 120)
     endif()
@@ -86,7 +115,15 @@ function(rdma_tutorial_device_test name)
     endif()
     add_test(NAME ${name}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SCRIPT} ${ARG_ARGS})
+    set(more)
+    if(ARG_SERIAL)
+        list(APPEND more SERIAL)
+    endif()
+    if(ARG_KERNEL)
+        list(APPEND more KERNEL ${ARG_KERNEL})
+    endif()
     _rdma_tutorial_device_test_properties(${name} LABEL ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+        ${more}
         ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB}" "TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
 endfunction()
 

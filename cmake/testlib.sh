@@ -31,6 +31,20 @@ require_device() {
     export RDMA_DEVICE
 }
 
+# require_kernel MAJOR.MINOR: the test belongs to one kernel (its label kernel_MAJOR.MINOR keeps it
+# out of the other kernel's pass, docs/maintainers.md). On another kernel it skips (exit 77), or
+# fails when RDMA_REQUIRE_DEVICE=1: then a label is missing or wrong.
+require_kernel() {
+    local running
+    running=$(uname -r | grep -oE '^[0-9]+\.[0-9]+')
+    [[ $running == "$1" ]] && return 0
+    if [[ ${RDMA_REQUIRE_DEVICE:-0} == 1 ]]; then
+        fail "this test belongs to Linux $1 (label kernel_$1), but the lab runs Linux $running: check its label"
+    fi
+    echo "SKIP: this test belongs to Linux $1; this is Linux $running"
+    exit 77
+}
+
 # run_cmd NAME CMD...: runs CMD, keeping stdout in $TEST_TMP/NAME.out, stderr
 # in $TEST_TMP/NAME.err and the exit status in $TEST_TMP/NAME.rc. Echoes both
 # streams so that ctest --output-on-failure shows them.
@@ -94,6 +108,23 @@ wait_for_listen() {
     fail "nothing listened on port $port within ${2:-10}s"
 }
 
+# new_port: prints a TCP port that belongs to this test alone. ctest gives each device test its
+# own block of 200 ports (TEST_PORT_BASE, set in cmake/RdmaTutorial.cmake), so that tests that
+# run at once never meet on a port; each call takes the next PORT_STRIDE (10) of the block, of
+# which the test may count up by PORT_STRIDE - 1 at most (port + 1, ...). Works in $(...) and in
+# parallel subshells.
+new_port() {
+    local base=${TEST_PORT_BASE:-} stride=${PORT_STRIDE:-10} k
+    if [[ -z $base ]]; then  # run by hand, outside ctest: a random block
+        [[ -e $TEST_TMP/port-base ]] || echo $((10000 + RANDOM % 100 * 200)) >"$TEST_TMP/port-base"
+        base=$(<"$TEST_TMP/port-base")
+    fi
+    for ((k = 0; k < 200 / stride; k++)); do
+        mkdir "$TEST_TMP/port-claim.$k" 2>/dev/null && echo $((base + stride * k)) && return 0
+    done
+    fail "new_port: a test has $((200 / stride)) port blocks of $stride at most"
+}
+
 # ms_now: a clock in milliseconds, for timing a step of a test.
 ms_now() {
     echo $(($(date +%s%N) / 1000000))
@@ -117,6 +148,28 @@ wait_for_line() {
         sleep 0.1
     done
     fail "$1: no line on std$2 matching '$3' within $4s"
+}
+
+# sent_packets: how many packets this host's RDMA device has sent on port 1 (the rxe hardware
+# counter sent_pkts, from `rdma statistic`). Every test's traffic counts: use it only in a test
+# that runs alone (SERIAL in its CMakeLists.txt).
+sent_packets() {
+    local n
+    n=$(rdma statistic show link "$RDMA_DEVICE/1" 2>/dev/null | grep -oE 'sent_pkts [0-9]+' | cut -d' ' -f2)
+    [[ -n $n ]] || fail "rdma statistic shows no sent_pkts counter for $RDMA_DEVICE/1"
+    echo "$n"
+}
+
+# wait_for_packets SINCE COUNT SECONDS: waits until the device has sent COUNT more packets than
+# the sent_packets reading SINCE: the programs' messages are flowing. Fails after SECONDS.
+wait_for_packets() {
+    local limit=$(($3 * 10)) i now
+    for ((i = 0; i < limit; i++)); do
+        now=$(sent_packets)
+        ((now - $1 >= $2)) && { echo "traffic: $((now - $1)) packets sent"; return 0; }
+        sleep 0.1
+    done
+    fail "fewer than $2 packets sent within $3s: the messages are not flowing"
 }
 
 # program_pid PID: the program that `run_cmd NAME CMD... &` runs (PID is $!, the subshell,

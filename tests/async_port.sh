@@ -8,7 +8,7 @@
 source "$TESTLIB"
 require_peer
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 job=
 cleanup() {
     "$PEER" link up >/dev/null 2>&1

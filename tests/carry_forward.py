@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tests/carry_forward.py [ROOT]: a carried file is the base step's copy, or the step's page for maintainers says why not.
 
-For each step folder ROOT/step0[1-9]_*/ that declares a base step in its BASE
+For each step folder ROOT/step[0-9][0-9]_*/ that declares a base step in its BASE
 file (tests/step_base.py: in Part I the previous step, in Part II the core step
 it branches from), every source file (*.cpp, *.hpp; not tests/) that exists in
 both the base step and this one, except main.cpp (the lesson), must be

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tests/dead_code.py [ROOT [STEP...]]: a step carries only what it runs.
 
-For each step folder ROOT/step0[1-9]_*/ (or the STEPs named), it builds the
+For each step folder ROOT/step[0-9][0-9]_*/ (or the STEPs named), it builds the
 step's program the way the linker sees it, and reports every function of
 namespace `tutorial` that main() can never reach. The step's program is every
 *.cpp in the folder (not tests/: calls from tests do not count), plus one
@@ -262,7 +262,7 @@ def main(argv):
     STRICT = "--strict" in argv
     args = [a for a in argv[1:] if a not in ("--members", "--strict")]
     root = pathlib.Path(args[0] if args else pathlib.Path(__file__).resolve().parent.parent)
-    steps = sorted(p for p in root.glob("step0[1-9]_*") if p.is_dir())
+    steps = sorted(p for p in root.glob("step[0-9][0-9]_*") if p.is_dir())
     if len(args) > 1:
         steps = [s for s in steps if s.name in args[1:]]
     cxx = os.environ.get("CXX") or shutil.which("g++") or "c++"

@@ -7,7 +7,7 @@
 source "$TESTLIB"
 require_device
 bin=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 2000 --check --timeout 30)
 # Under UBSan (the asan presets) the channel case below cannot run: UBSan's vptr check reads a
 # vtable through a pipe that it opens itself, and with no fd free it calls the server's valid

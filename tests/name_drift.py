@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tests/name_drift.py [ROOT]: names keep the name of the step that introduced them.
 
-For each step folder ROOT/step0[1-9]_*/ that declares a base step in its BASE
+For each step folder ROOT/step[0-9][0-9]_*/ that declares a base step in its BASE
 file (tests/step_base.py: in Part I the previous step, in Part II the core step
 it branches from), the names of functions, types, constants (constexpr or const variables at
 namespace scope), enumerators and data members that the base step's sources

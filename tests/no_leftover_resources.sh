@@ -69,8 +69,6 @@ wait_until_held() {
     fail "positive control: pid $3 never showed $2 $1(s) in rdma res show $1"
 }
 
-new_port() { echo $((20000 + RANDOM % 20000)); }
-
 # counts PID: how many QPs, CQs, MRs and PDs PID holds now, as "qp N cq N mr N pd N".
 counts() {
     local kind line=""

@@ -10,7 +10,7 @@ source "$TESTLIB"
 require_device
 seam=$1
 shift
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 # An ASan build wants its runtime first among the preloaded libraries; the seam has none.
 asan_options=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 

@@ -29,7 +29,7 @@ BASE_FILE = "BASE"
 
 
 def step_dirs(root):
-    return sorted(p for p in root.glob("step0[1-9]_*") if p.is_dir())
+    return sorted(p for p in root.glob("step[0-9][0-9]_*") if p.is_dir())
 
 
 def step_bases(root):

@@ -13,7 +13,7 @@ injector=$1
 shift
 # An ASan build wants its runtime first among the preloaded libraries; the injector has none.
 asan_options=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 
 for prog in "$@"; do
     name=$(basename "$prog")

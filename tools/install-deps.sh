@@ -15,6 +15,8 @@ esac
 PACKAGES=(
     # build
     cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
+    # a compiler cache: tools/run-tests builds the same sources twice (default and ci presets)
+    ccache
     # the exercises' answers that change code (stepNN_*/exercises/*.patch)
     patch
     clang clang-format clang-tidy libclang-rt-dev

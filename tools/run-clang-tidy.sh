@@ -14,7 +14,7 @@ cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
 build=${1:?usage: tools/run-clang-tidy.sh BUILD_DIR}
 [[ -f $build/compile_commands.json ]] || { echo "run-clang-tidy: no $build/compile_commands.json" >&2; exit 2; }
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
-    ':(glob)step0[1-9]_*/*.cpp' ':(glob)step0[1-9]_*/*.hpp')
+    ':(glob)step[0-9][0-9]_*/*.cpp' ':(glob)step[0-9][0-9]_*/*.hpp')
 ((${#files[@]})) || { echo "run-clang-tidy: no step sources"; exit 0; }
 
 rc=0

@@ -27,7 +27,7 @@ expect_exit usage 2
 # VM, exits 130 and leaves no qemu process behind. python3 restores SIGINT's
 # default disposition, which a background job inherits as "ignored".
 python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
-    "$softroce" run --timeout 120 -- sleep 100 >"$TEST_TMP/intr.out" 2>"$TEST_TMP/intr.err" &
+    "$softroce" run --timeout 120 -- sh -c 'echo running; exec sleep 100' >"$TEST_TMP/intr.out" 2>"$TEST_TMP/intr.err" &
 lab=$!
 for ((i = 0; i < 100; i++)); do
     qemu=$(pgrep -P "$lab" qemu-system-x86 || true)
@@ -35,7 +35,12 @@ for ((i = 0; i < 100; i++)); do
     sleep 0.1
 done
 [[ -n $qemu ]] || fail "the lab started no qemu within 10 s"
-sleep 3
+# Until the command runs in the VM: the interrupt comes while it runs.
+for ((i = 0; i < 600; i++)); do
+    grep -qx running "$TEST_TMP/intr.out" && break
+    sleep 0.1
+done
+grep -qx running "$TEST_TMP/intr.out" || fail "the command did not start in the VM within 60 s"
 kill -INT -- -"$lab"
 rc=0; wait "$lab" || rc=$?
 cat "$TEST_TMP/intr.err"

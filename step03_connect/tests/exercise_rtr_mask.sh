@@ -6,7 +6,7 @@
 source "$TESTLIB"
 require_device
 patched=$1 prog=$2
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 
 run_cmd server timeout 60 "$patched" -d "$RDMA_DEVICE" -p "$port" &
 wait_for_listen "$port" 30

@@ -4,7 +4,7 @@
 source "$TESTLIB"
 require_device
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 
 # elapsed_max NAME SECONDS: run NAME took at most SECONDS.
 timed() { local name=$1; shift; local t0=$SECONDS; run_cmd "$name" "$@"; echo $((SECONDS - t0)) >"$TEST_TMP/$name.secs"; }

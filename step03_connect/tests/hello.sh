@@ -5,7 +5,7 @@
 source "$TESTLIB"
 require_device
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd server timeout 90 "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 60 &
 wait_for_listen "$port" 30
 run_cmd client timeout 90 "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 60 127.0.0.1

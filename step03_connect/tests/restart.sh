@@ -7,7 +7,7 @@
 source "$TESTLIB"
 require_device
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port")
 
 hello_ok() {

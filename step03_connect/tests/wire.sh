@@ -6,7 +6,7 @@
 source "$TESTLIB"
 require_peer
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 start_capture hello
 run_cmd server timeout 90 "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 60 &
 server=$!

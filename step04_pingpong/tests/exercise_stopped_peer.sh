@@ -14,7 +14,8 @@ patched=$1 prog=$2
 # messages, SIGSTOP to the server (and SIGKILL a second later with "kill"). Leaves the client's
 # run as NAME-client; prints the milliseconds from the stop to the client's end.
 stop_server() {
-    local name=$1 program=$2 port=$((20000 + RANDOM % 20000)) server client stopped
+    local name=$1 program=$2 port server client stopped
+    port=$(new_port)
     local common=(-d "$RDMA_DEVICE" -p "$port" -n 100000000 --timeout 3)
     run_cmd "$name-server" timeout 120 "$program" "${common[@]}" &
     server=$!

@@ -8,7 +8,7 @@
 source "$TESTLIB"
 require_peer
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 server=  # serve (testlib) sets it
 a=$LAB_ADDR
 

@@ -6,7 +6,7 @@
 source "$TESTLIB"
 require_device
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 
 # run_pair NAME SERVER-ARGS... -- CLIENT-ARGS...: both step04, the client's time recorded.
 run_pair() {

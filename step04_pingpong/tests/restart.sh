@@ -8,7 +8,7 @@
 source "$TESTLIB"
 require_device
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64)
 short_run=(-n 200 --check --timeout 30)  # --check: every byte of every message is verified
 
@@ -46,7 +46,7 @@ wait_for_listen "$port" 30 "$victim"
 run_cmd survivor "$prog" "${common[@]}" -n 100000000 --timeout 4 127.0.0.1 &
 survivor=$!
 wait_for_line survivor out '^  remote address: ' 30
-sleep 1  # well into the ping-pong
+wait_for_packets "$(sent_packets)" 200 30  # well into the ping-pong (this test runs alone)
 kill -KILL "$(program_pid "$victim")"
 t0=$(ms_now)
 wait "$survivor"

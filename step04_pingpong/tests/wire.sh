@@ -11,7 +11,7 @@
 source "$TESTLIB"
 require_peer
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 server=  # serve (testlib) sets it
 gid=(-g "${RDMA_GID_INDEX:-1}")  # ibv_rc_pingpong sends no GID without -g; RoCE needs one
 a=$LAB_ADDR b=$LAB_PEER_ADDR

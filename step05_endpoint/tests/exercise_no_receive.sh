@@ -7,7 +7,7 @@
 source "$TESTLIB"
 require_device
 patched=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" --op write -n 100)
 
 # The server waits longer than the client: had it given up first, its QP would be gone, and the

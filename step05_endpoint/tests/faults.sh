@@ -6,7 +6,7 @@ source "$TESTLIB"
 require_device
 program=$1
 
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd refused "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 1 127.0.0.1
 expect_exit refused 6
 expect_line refused err "step05_endpoint: cannot connect to 127.0.0.1 port $port: Connection refused (tried for 1 s)"
@@ -16,7 +16,7 @@ run_cmd nodev "$program" -d nosuchdev0
 expect_exit nodev 5
 expect_line nodev err "step05_endpoint: no RDMA device named 'nosuchdev0' (found: $RDMA_DEVICE)"
 
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd first "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 20 &
 first=$!
 wait_for_listen "$port" 30
@@ -33,7 +33,7 @@ expect_line first err "step05_endpoint: interrupted by SIGINT"
 # (IBV_WC_RETRY_EXC_ERR when its pong is not acknowledged) or the --timeout; it never hangs.
 # The client starts first (it retries until the server listens), so that the server's short
 # --timeout only has to cover the run.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 "$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 30 127.0.0.1 >/dev/null 2>&1 &
 victim=$!
 run_cmd survivor "$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 3 &
@@ -53,7 +53,7 @@ expect_match survivor err "^step05_endpoint: (work completion failed: IBV_WC_RET
 
 # A server stopped (SIGSTOP) mid-run: its kernel QP still acknowledges, so after --timeout the
 # client's probe send succeeds and the client says the peer is alive but stuck (exit 7).
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd stopped "$program" -d "$RDMA_DEVICE" -p "$port" -n 100000000 -s 64 --timeout 60 &
 server=$!
 wait_for_listen "$port" 30 "$server"

@@ -16,7 +16,7 @@ pair() {
     shift
     while [[ $1 != -- ]]; do server_args+=("$1"); shift; done
     shift
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     run_cmd "${name}_server" "$program" "${dev[@]}" -p "$port" --timeout 30 "${server_args[@]}" &
     server=$!
     wait_for_listen "$port" 30 "$server"
@@ -45,7 +45,7 @@ expect_line both_client err "step05_endpoint: the server uses -s 64 -n 10, this 
 
 # A peer speaking handshake version 2 (the same 64 bytes, version 2): the server answers with its
 # own message (so that such a peer can name both versions too) and refuses it.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd v2_server "$program" "${dev[@]}" -p "$port" -s 64 --timeout 30 &
 server=$!
 wait_for_listen "$port" 30 "$server"
@@ -62,7 +62,7 @@ expect_line v2_server err "hint: both sides must be built from the same version 
 
 # ibv_rc_pingpong's format cannot carry -n. A server with fewer messages ends its session after
 # them; this client's next send is never acknowledged.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd rc_server ibv_rc_pingpong "${dev[@]}" "${gid[@]}" -p "$port" -s 64 -n 100 &
 server=$!
 wait_for_listen "$port" 30 "$server"
@@ -75,7 +75,7 @@ expect_line compat_client err "hint: this client uses -n 200; ibv_rc_pingpong's 
 expect_no_match compat_client err "died or was killed"
 
 # And a client with fewer messages: this server probes the silent peer and names the early end.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd compat_server "$program" "${dev[@]}" -p "$port" -s 64 -n 200 --rc-pingpong-compat --timeout 3 &
 server=$!
 wait_for_listen "$port" 30 "$server"

@@ -8,7 +8,7 @@ require_device
 program=$1
 # shellcheck disable=SC2043 # one size today; add sizes to the list
 for size in 8192; do
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     run_cmd "wserver$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op write --timeout 30 &
     server=$!
     wait_for_listen "$port" 30
@@ -20,7 +20,7 @@ for size in 8192; do
     expect_line "wclient$size" out "client: 100 RDMA WRITEs of $size bytes, then a write-with-immediate (100)"
     expect_line "wclient$size" out "RDMA WRITE latency (post to completion, the WRITE out and its ACK back; ib_write_lat times a WRITE ping-pong instead):"
 
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     run_cmd "rserver$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --op read --timeout 30 &
     server=$!
     wait_for_listen "$port" 30
@@ -38,7 +38,7 @@ done
 # the READ fails, the client names the status, and the server's QP, which received an invalid
 # request, goes to the error state too: its posted receive is flushed. (The client starts
 # first and retries until the server listens.)
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd wrongclient "$program" -d "$RDMA_DEVICE" -p "$port" -n 5 --op read --timeout 30 127.0.0.1 &
 client=$!
 run_cmd wrongserver timeout 60 "$program" -d "$RDMA_DEVICE" -p "$port" -n 5 --op write --timeout 30

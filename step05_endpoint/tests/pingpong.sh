@@ -7,7 +7,7 @@ source "$TESTLIB"
 require_device
 program=$1
 for size in 1 4096; do
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     run_cmd "server$size" "$program" -d "$RDMA_DEVICE" -p "$port" -s "$size" -n 100 --timeout 30 &
     server=$!
     wait_for_listen "$port" 30
@@ -31,7 +31,7 @@ done
 
 # --check on both sides: every message verified.
 n=200
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd check_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n $n --check --timeout 30 &
 server=$!
 wait_for_listen "$port" 30 "$server"
@@ -43,7 +43,7 @@ for side in check_server check_client; do
 done
 
 # -t 1: one send in the queue at a time, every send signaled (it used to wait for ever).
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd t1_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 50 -t 1 --timeout 10 &
 server=$!
 wait_for_listen "$port" 30 "$server"
@@ -57,7 +57,7 @@ done
 # --check on the client only: the server's replies do not carry the client's expected pattern,
 # so the client stops at the first one (exit 6, naming the message and the byte). The server
 # then waits for a client that is gone: it ends within its --timeout and a probe.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd plain_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 10 --timeout 3 &
 server=$!
 wait_for_listen "$port" 30 "$server"

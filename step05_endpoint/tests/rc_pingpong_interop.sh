@@ -17,7 +17,7 @@ check_pair() {  # $1 = server run, $2 = client run, $3 = size
 }
 # shellcheck disable=SC2043 # one size today; add sizes to the list
 for size in 4096; do
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     run_cmd "ours_server$size" "${ours[@]}" -p "$port" -s "$size" &
     server=$!
     wait_for_listen "$port" 30
@@ -25,7 +25,7 @@ for size in 4096; do
     wait "$server"
     check_pair "ours_server$size" "ref_client$size" "$size"
 
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     run_cmd "ref_server$size" "${ref[@]}" -p "$port" -s "$size" &
     server=$!
     wait_for_listen "$port" 30
@@ -34,7 +34,7 @@ for size in 4096; do
     check_pair "ref_server$size" "ours_client$size" "$size"
 done
 
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd v2server "$program" -d "$RDMA_DEVICE" -p "$port" -n 10 --timeout 60 &
 server=$!
 wait_for_listen "$port" 30

@@ -8,7 +8,7 @@
 source "$TESTLIB"
 require_device
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64)
 # --op write: the server verifies the bytes the client's RDMA WRITEs left in its buffer.
 write_run=(-n 200 --op write --timeout 30)

@@ -12,7 +12,7 @@
 source "$TESTLIB"
 require_peer
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 a=$LAB_ADDR b=$LAB_PEER_ADDR
 
 # pair NAME SERVER_AND_CLIENT_ARGS...: step05's server on host a, its client on host b, with the

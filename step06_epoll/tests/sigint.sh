@@ -8,7 +8,7 @@ source "$TESTLIB"
 require_device
 bin=$1
 for sig in INT TERM; do
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 --check --timeout 10)
     # Started directly (not through run_cmd's subshell) so that kill reaches it.
     "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
@@ -30,7 +30,7 @@ for sig in INT TERM; do
         sleep 0.1
     done
     ((ready == 4)) || fail "only $ready of 4 clients finished their handshake within 60 s"
-    sleep 2
+    wait_for_packets "$(sent_packets)" 1000 30  # the flood is under way (this test runs alone)
     kill -s "$sig" "$server"
     start=$SECONDS
     rc=0
@@ -66,7 +66,7 @@ done
 # An event-mode client mid-run: it holds SIGINT blocked across its loop and unblocks it only
 # inside each sleep (ppoll's mask), so SIGINT still ends it at once (the 3 s bound allows for the
 # teardown under emulation): exit 130, nothing leaked. A sleep that kept it blocked would hang.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000000 --timeout 10)
 "$bin" "${common[@]}" >"$TEST_TMP/server_c.out" 2>"$TEST_TMP/server_c.err" &
 server=$!

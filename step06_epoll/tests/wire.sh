@@ -7,7 +7,7 @@
 source "$TESTLIB"
 require_peer
 bin=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 gid=(-g "${RDMA_GID_INDEX:-1}")  # ibv_rc_pingpong sends no GID without -g; RoCE needs one
 n=100
 start_capture clients

@@ -23,7 +23,8 @@ expect_match inline err "^step07_bandwidth: -I 4096 is over the QP's max_inline_
 
 # pair NAME "SERVER OPTIONS" "CLIENT OPTIONS": both sides, the client in the foreground.
 pair() {
-    local port=$((20000 + RANDOM % 20000)) server
+    local port server
+    port=$(new_port)
     read -ra server_args <<<"$2"
     read -ra client_args <<<"$3"
     run_cmd "$1-server" "$program" "${opts[@]}" -p "$port" "${server_args[@]}" &
@@ -48,7 +49,8 @@ expect_line op-server err "step07_bandwidth: no completion within 5 s (after 0 m
 # background (run_cmd), until the client has printed its table's header and run for 0.5 s; sets
 # server and client (the subshells) and server_pid and client_pid (the programs).
 mid_run() {
-    local port=$((20000 + RANDOM % 20000)) run=(-D 60 -s 64 -t 16)
+    local port run=(-D 60 -s 64 -t 16)
+    port=$(new_port)
     run_cmd "$1" "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$3" &
     server=$!
     wait_for_listen "$port" 20 "$server"

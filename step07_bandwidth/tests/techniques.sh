@@ -9,7 +9,8 @@ program=$1
 
 # run_pair NAME ROWS "SERVER AND CLIENT OPTIONS": a target and its client; the client's table.
 run_pair() {
-    local name=$1 rows=$2 port=$((20000 + RANDOM % 20000)) server
+    local name=$1 rows=$2 port server
+    port=$(new_port)
     read -ra args <<<"$3"
     run_cmd "$name-server" "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 10 "${args[@]}" &
     server=$!

@@ -11,7 +11,7 @@
 source "$TESTLIB"
 require_peer
 prog=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 a=$LAB_ADDR b=$LAB_PEER_ADDR
 args=(-s 1024 -m 1024 -n 32 -t 16 -Q 8)
 

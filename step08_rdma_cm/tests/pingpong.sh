@@ -9,7 +9,7 @@
 source "$TESTLIB"
 require_peer
 bin=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 n=20
 start_capture cm
 run_cmd server timeout 90 "$bin" -p "$port" -s 64 -n $n --check --exit-after 4 &

@@ -10,7 +10,7 @@ source "$TESTLIB"
 require_peer
 command -v rdma >/dev/null || fail "the rdma tool (iproute2) is missing"
 bin=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 long=(-p "$port" -s 64 -n 100000000 --timeout 30)
 
 # held PID: the server's QPs, CQs, MRs and PDs in `rdma res show`, as "qp N cq N mr N pd N".

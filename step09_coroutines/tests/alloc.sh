@@ -16,7 +16,7 @@ sides=(server c1 c2 c3)
 # run_round N: one server and its three clients with -n N; every process completes.
 run_round() {
     local n=$1 port server c
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     local common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$n" --check --timeout 30)
     run_cmd "server_$n" "$bin" "${common[@]}" --exit-after 3 &
     server=$!

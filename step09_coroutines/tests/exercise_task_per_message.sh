@@ -9,7 +9,7 @@ require_device
 bin=$1 n1=100 n2=600
 
 for n in "$n1" "$n2"; do
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$n" --check --timeout 30)
     run_cmd "server_$n" timeout 120 "$bin" "${common[@]}" --exit-after 1 &
     server=$!

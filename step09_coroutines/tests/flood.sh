@@ -11,7 +11,7 @@ require_device
 bin=$1
 msgs=${2:-20000}
 clients=${3:-9}
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$msgs" -r 64 --check --timeout 30)
 start=$SECONDS
 run_cmd server "$bin" "${common[@]}" --exit-after "$clients" &

@@ -18,7 +18,7 @@ n=200
 pairing() {
     local name=$1 server_bin=$2 client_bin=$3 port server c mode pids=()
     shift 3
-    port=$((20000 + RANDOM % 20000))
+    port=$(new_port)
     local common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$n" --check --timeout 30)
     run_cmd "${name}_server" "$server_bin" "${common[@]}" --exit-after 2 &
     server=$!

@@ -12,7 +12,7 @@ require_device
 bin=$1
 n=${2:-1000000}
 size=${3:-8}
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s "$size" -n "$n" --check --timeout 30)
 start=$(ms_now)
 run_cmd server "$bin" "${common[@]}" --exit-after 1 &

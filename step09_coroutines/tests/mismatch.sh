@@ -15,7 +15,7 @@ dev=(-d "$RDMA_DEVICE")
 gid=(); [[ $RDMA_DEVICE != rxe* ]] || gid=(-g 1)
 peer='127\.0\.0\.1:[0-9]+'
 
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd server "$bin" "${dev[@]}" -p "$port" -s 64 --timeout 30 --exit-after 4 &
 server=$!
 wait_for_listen "$port" 30 "$server"
@@ -44,7 +44,7 @@ expect_line server out "server: clients: 0 connected, 0 complete, 0 failed, 4 re
 
 # ibv_rc_pingpong as a client with fewer messages than the server: it ends after its -n, and
 # the server, once --timeout has passed without a message, names the early end.
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 run_cmd rc_server "$bin" "${dev[@]}" -p "$port" -s 64 -n 100 --timeout 3 --exit-after 1 &
 server=$!
 wait_for_listen "$port" 30 "$server"

@@ -10,7 +10,7 @@ require_device
 bin=$1
 msgs=${2:-1500}
 good=${3:-6}
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n "$msgs" -r 64 --check --timeout 30)
 run_cmd server "$bin" "${common[@]}" --timeout 10 --exit-after $((good + 3)) &
 server=$!

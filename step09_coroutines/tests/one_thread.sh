@@ -9,7 +9,7 @@ source "$TESTLIB"
 require_device
 bin=$1
 clients=${2:-10}
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 # Paced (--rate) so that every client is still running when the last one has connected, however
 # slow the lab: 600 messages at 40 per second take 15 s.
 n=600

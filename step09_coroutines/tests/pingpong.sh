@@ -7,7 +7,7 @@
 source "$TESTLIB"
 require_device
 bin=$1
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 dev=(-d "$RDMA_DEVICE")
 n=100
 run_cmd server "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --exit-after 3 &

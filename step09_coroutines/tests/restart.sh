@@ -11,7 +11,7 @@ source "$TESTLIB"
 require_device
 bin=$1
 prog=${bin##*/}
-port=$((20000 + RANDOM % 20000))
+port=$(new_port)
 common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -r 64 --check)
 
 # start_clients PREFIX COUNT ARGS...: COUNT clients in the background, their pids in $clients.
@@ -51,7 +51,7 @@ start_clients flood 3 -n 1000000 --timeout 5
 exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot connect to the server"
 for ((i = 0; i < 3; i++)); do wait_for_line "flood$i" out '^  remote address: ' 30; done
 wait_for_accepted "$port" 10
-sleep 1  # well into the flood
+wait_for_packets "$(sent_packets)" 1000 30  # well into the flood (this test runs alone)
 kill -KILL "$(program_pid "$victim")"
 t0=$(ms_now)
 wait "${clients[@]}"

@@ -34,7 +34,7 @@ expect_exit status_b 9
 
 # Ctrl-C: SIGINT to the lab's process group stops both VMs, exits 130, leaves no QEMU. python3
 # restores SIGINT's default disposition, which a background job inherits as "ignored".
-python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+TMPDIR=$TEST_TMP python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
     "$softroce" run --hosts 2 --timeout 120 -- "$lab_dir/peer" run -- sh -c 'echo running; exec sleep 100' \
     >"$TEST_TMP/intr.out" 2>"$TEST_TMP/intr.err" &
 lab=$!
@@ -45,13 +45,15 @@ for ((i = 0; i < 100; i++)); do
     sleep 0.1
 done
 ((${#qemus[@]} == 2)) || fail "the lab did not start two QEMUs within 10 s (${#qemus[@]})"
-# Until the command runs on host b (lab/peer brings its output to host a's): the interrupt comes
-# while both VMs are up and a command runs on each.
+# Until the command runs on host b: host b's agent writes a job's output into the run folder's
+# ctl/ (the lab's run folder is in $TEST_TMP). The interrupt comes while both VMs are up and a
+# command runs on each.
+running() { grep -qsx running "$TEST_TMP"/softroce.*/ctl/*.out; }
 for ((i = 0; i < 600; i++)); do
-    grep -qx running "$TEST_TMP/intr.out" && break
+    running && break
     sleep 0.1
 done
-grep -qx running "$TEST_TMP/intr.out" || fail "the command did not start on host b within 60 s"
+running || fail "the command did not start on host b within 60 s"
 kill -INT -- -"$lab"
 rc=0; wait "$lab" || rc=$?
 cat "$TEST_TMP/intr.err"

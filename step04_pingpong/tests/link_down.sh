@@ -36,7 +36,7 @@ for ((i = 0; i < 300; i++)); do
     "$PEER" output "$job" | grep -q '^  local address' && break
     sleep 0.1
 done
-"$PEER" output "$job" | grep -q '^  local address' ||
+grep -q '^  local address' <<<"$("$PEER" output "$job")" ||
     fail "the client on host b printed no local address within 30 s"
 # Not serve: the client connects at once, so the listening socket may never be seen.
 run_cmd link_server timeout 120 "$prog" -s 64 -n 1000000 --timeout 3 -p "$port" &

@@ -97,8 +97,9 @@ class PingPong {
 
     //! [batched_refill]
     // Batched receive refills: receives are re-posted 16 at a time (fewer when -r is small) as
-    // one chained list in one ibv_post_recv: one call and one doorbell per 16 messages. Not 250
-    // at once, as ibv_rc_pingpong does: so long a refill shows in the latency's tail.
+    // one chained list in one ibv_post_recv: one call and one doorbell per 16 messages.
+    // ibv_rc_pingpong waits until one receive is left, then re-posts rx_depth - 1 (499 by
+    // default), one ibv_post_recv each: so long a refill shows in the latency's tail.
     static constexpr int kRefillBatch = 16;
 
     void refill_receives() {

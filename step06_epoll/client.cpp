@@ -261,8 +261,8 @@ int run_client(const Options& o) {
     }
     pingpong.post_initial_receives();
 
-    // step05's client handshake, v3: TCP, exchange, "done", RTR, RTS. The TCP connection stays
-    // open: the server closes it when it ends the session.
+    // step05's client handshake, v3: TCP, exchange, RTR, RTS, then "done". The TCP connection
+    // stays open: the server closes it when it ends the session.
     const Socket server = connect_to_peer(ep, o.host, o.tcp_port, handshake_settings(o));
     const PeerInfo remote = *ep.remote_info();
     print_address("local", ep.local_info());

@@ -132,8 +132,9 @@ class CmEndpoint {
 
     //! [members]
     // Declared parent-first: C++ destroys them in reverse, QP -> CQ -> channel -> MR -> buffer
-    // -> id. The id goes last: its context and PD are librdmacm's, shared by every id on the
-    // device, and released with the device's last id.
+    // -> id. The id goes last: its PD and context are librdmacm's, shared by every id on the
+    // device. The PD is freed with the device's last id; the context stays open in librdmacm's
+    // device list until the process ends (or the device is removed).
     CmId id_;                    // rdma_destroy_id
     Buffer buffer_;              // free
     MemoryRegion mr_;            // ibv_dereg_mr

@@ -20,8 +20,9 @@ namespace tutorial {
 //  - t_typical is the median of the first m samples;
 //  - t_max is sample[m], 99% is sample[ceil(m * 0.99)], 99.9% is sample[ceil(m * 0.999)]:
 //    indexes one past the nearest-rank position, as perftest does;
-//  - t_stdev is the population standard deviation of the first m samples. (perftest truncates
-//    each deviation to a whole microsecond first; we do not: see the chapter.)
+//  - t_stdev is the population standard deviation of the first m samples. (perftest keeps
+//    each sample's deviation from t_avg in an int, dropping its fraction of a microsecond,
+//    and squares that; we keep the fraction, so spreads under 1 us differ from perftest's.)
 struct LatencyStats {
     std::size_t samples = 0;  // m
     double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p999 = 0;

@@ -158,8 +158,8 @@ int run_client(const Options& o) {
     AsyncEndpoint ep(reactor, RDMAEndpoint(device, async_endpoint_config(o)), async_config(o));
     ep.post_initial_receives();  // the CQ armed first; receives before connecting
 
-    // step06's client handshake, v3: TCP, exchange, "done", RTR, RTS. Its waits block: the
-    // client has no other coroutine to run yet.
+    // step06's client handshake, v3: TCP, exchange, RTR, RTS, then "done". Its waits block:
+    // the client has no other coroutine to run yet.
     const Socket server = connect_to_peer(
         ep.endpoint(), o.host, static_cast<std::uint16_t>(o.tcp_port), handshake_settings(o));
     print_address("local", ep.endpoint().local_info());

@@ -136,8 +136,8 @@ class RDMAEndpoint {
     ///         the limit); std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
     /// Nothing leaks when it throws: every resource already made has an owner.
     RDMAEndpoint(const Device& device, const EndpointConfig& config);
-    /// \p other is left empty, fit only to be destroyed.
-    RDMAEndpoint(RDMAEndpoint&& other) noexcept = default;
+    /// \p other is left empty and not connected (no remote_info()), fit only to be destroyed.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept;
     RDMAEndpoint& operator=(RDMAEndpoint&&) = delete;
     /// \brief Acks the CQ events not yet acked (ibv_destroy_cq waits for them), then C++ destroys
     /// the members child-first: QP -> CQ -> channel -> MR -> buffer.

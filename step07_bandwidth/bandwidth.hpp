@@ -240,8 +240,9 @@ inline void run_window(std::vector<SendQueue>& queues, const Plan& plan, Timelin
 //! [window]
 
 //! [final]
-// The end of a run on one QP: one more work request, with the QP's count as immediate data. It
-// is the only one that completes at the target (a WRITE alone consumes no receive there).
+// The end of a run on one QP: one more work request, with the QP's count as immediate data (32
+// bits: the count modulo 2^32). It is the only one that completes at the target (a WRITE alone
+// consumes no receive there).
 inline void post_final(SendQueue& queue, const Plan& plan) {
     ibv_send_wr wr{};
     wr.wr_id = kFinalWrId;
@@ -277,7 +278,8 @@ inline ibv_wc wait_quietly(RDMAEndpoint& endpoint, std::chrono::milliseconds wai
 
 //! [target-write]
 // The target of --op write: one receive per QP and size, for the final WRITE_WITH_IMM only; the
-// WRITEs before it land in the buffer with no completion here. Returns the counts, summed.
+// WRITEs before it land in the buffer with no completion here. Returns the counts, summed: each
+// as its immediate says, modulo 2^32 (-n is far below; a -D run may pass it, see the chapter).
 inline std::uint64_t wait_for_final_writes(std::vector<RDMAEndpoint>& endpoints,
                                            std::uint64_t iters, std::chrono::milliseconds wait) {
     std::uint64_t total = 0;
@@ -301,10 +303,23 @@ inline std::uint64_t wait_for_final_writes(std::vector<RDMAEndpoint>& endpoints,
 }
 //! [target-write]
 
+// A final SEND's immediate against the SENDs the target counted on its QP since the previous one,
+// modulo 2^32: the immediate holds 32 bits, and with -D a QP may send more. Returns the target's
+// own count. \throws TutorialError kExitPeer when they differ, or the count differs from -n.
+[[nodiscard]] inline std::uint64_t checked_send_count(std::uint32_t count, std::uint64_t arrived,
+                                                      std::uint64_t iters) {
+    if (count != static_cast<std::uint32_t>(arrived) || (iters != 0 && arrived != iters)) {
+        throw TutorialError(kExitPeer, "the client says it sent " + std::to_string(count) +
+                                           " messages on a QP, " + std::to_string(arrived) +
+                                           " arrived");
+    }
+    return arrived;
+}
+
 //! [receive-window]
 // The target of --op send: 2 x -t receives per QP stay posted (step04 explains RNR); each one that
 // completes is posted again at once. A SEND_WITH_IMM ends a QP's run: its immediate must equal
-// the SENDs counted since the previous one. `finals` of them end the call.
+// the SENDs counted since the previous one, modulo 2^32. `finals` of them end the call.
 inline std::uint64_t receive_sends(std::vector<RDMAEndpoint>& endpoints, std::size_t size,
                                    std::uint64_t iters, std::uint64_t finals,
                                    std::chrono::seconds timeout) {
@@ -324,14 +339,7 @@ inline std::uint64_t receive_sends(std::vector<RDMAEndpoint>& endpoints, std::si
                     ++since_final[q];
                     continue;
                 }
-                const std::uint32_t count = ntohl(wc.imm_data);
-                if (count != since_final[q] || (iters != 0 && count != iters)) {
-                    throw TutorialError(kExitPeer, "the client says it sent " +
-                                                       std::to_string(count) +
-                                                       " messages on a QP, " +
-                                                       std::to_string(since_final[q]) + " arrived");
-                }
-                total += count;
+                total += checked_send_count(ntohl(wc.imm_data), since_final[q], iters);
                 since_final[q] = 0;
                 --finals;
             }

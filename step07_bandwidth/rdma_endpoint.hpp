@@ -135,8 +135,9 @@ class RDMAEndpoint {
     ///         the limit); std::system_error naming the verb that failed (e.g. "ibv_reg_mr")
     /// Nothing leaks when it throws: every resource already made has an owner.
     RDMAEndpoint(const Device& device, const EndpointConfig& config);
-    /// \brief Takes \p other's resources; \p other is left empty, fit only to be destroyed.
-    RDMAEndpoint(RDMAEndpoint&& other) noexcept = default;
+    /// \brief Takes \p other's resources and connection; \p other is left empty and not
+    /// connected (connected() is false), fit only to be destroyed.
+    RDMAEndpoint(RDMAEndpoint&& other) noexcept;
     RDMAEndpoint& operator=(RDMAEndpoint&&) = delete;
 
     /// \brief True once the QP is in RTS.

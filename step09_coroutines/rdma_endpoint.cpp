@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
+#include <utility>
 
 namespace tutorial {
 
@@ -92,6 +93,24 @@ RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
     psn_ = random_psn();
 }
 //! [constructor]
+
+// Member by member, as the defaulted one would, except that the source forgets its peer and its
+// CQ's events: a moved-from std::optional stays engaged, so the source would still pass
+// require_connected() and post through the MR and QP it no longer has.
+RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
+    : device_(other.device_),
+      config_(other.config_),
+      mtu_(other.mtu_),
+      psn_(other.psn_),
+      max_inline_data_(other.max_inline_data_),
+      read_depth_(other.read_depth_),
+      remote_(std::exchange(other.remote_, std::nullopt)),
+      events_(std::exchange(other.events_, CqEventTracker(kAckBatch))),
+      buffer_(std::move(other.buffer_)),
+      mr_(std::move(other.mr_)),
+      channel_(std::move(other.channel_)),
+      cq_(std::move(other.cq_)),
+      qp_(std::move(other.qp_)) {}
 
 // The config's depths, buffer and MTU against the device: exit code 2, naming the limit.
 void RDMAEndpoint::check_device_limits() const {

@@ -14,7 +14,7 @@
 namespace tutorial {
 
 Reactor::Reactor(std::chrono::milliseconds safety_period)
-    : safety_period_(safety_period), ready_(kMaxCoroutines) {
+    : safety_period_(safety_period), ready_(kReadyCapacity) {
     epoll_ = Socket(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "epoll_create1");
@@ -175,7 +175,7 @@ FdWatch::~FdWatch() {
     if (w == nullptr) { return; }
     try {
         reactor_.wake(*w, Waiter::Outcome::cancelled);
-    } catch (const std::exception& e) {  // a full ReadyQueue: say so, never throw from here
+    } catch (const std::exception& e) {  // the ReadyQueue could not grow: say so, never throw
         std::fprintf(stderr, "FdWatch: %s\n", e.what());
     }
     w->fd_ = nullptr;  // its frame, destroyed later, touches neither this nor the fd

@@ -4,12 +4,14 @@
 #include <infiniband/verbs.h>
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "cq_events.hpp"
@@ -19,18 +21,17 @@
 
 namespace tutorial {
 
-/// The coroutines that may run: a ring of handles with a capacity fixed at construction, so
-/// that a push never allocates. A coroutine waits on one thing at a time, so the capacity
-/// needed is the number of coroutines alive at once (the Reactor's kMaxCoroutines).
+/// The coroutines that may run: a ring of handles. When it is full, push doubles it, so it never
+/// refuses a coroutine however many are ready in one round; it allocates only when a round has
+/// more ready than any before, never per message.
 class ReadyQueue {
   public:
-    explicit ReadyQueue(std::size_t capacity) : ring_(capacity) {}
+    explicit ReadyQueue(std::size_t initial_capacity)
+        : ring_(std::max<std::size_t>(initial_capacity, 1)) {}
 
-    /// \throws std::length_error when full: more coroutines than the capacity says.
+    /// \throws std::bad_alloc only, when the ring must grow and cannot.
     void push(std::coroutine_handle<> handle) {
-        if (size_ == ring_.size()) {
-            throw std::length_error("ReadyQueue: more ready coroutines than its capacity");
-        }
+        if (size_ == ring_.size()) { grow(); }
         ring_[(head_ + size_) % ring_.size()] = handle;
         ++size_;
     }
@@ -55,6 +56,14 @@ class ReadyQueue {
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
 
   private:
+    // Twice the size, the entries copied oldest first from index 0.
+    void grow() {
+        std::vector<std::coroutine_handle<>> bigger(2 * ring_.size());
+        for (std::size_t i = 0; i < size_; ++i) { bigger[i] = ring_[(head_ + i) % ring_.size()]; }
+        ring_ = std::move(bigger);
+        head_ = 0;
+    }
+
     std::vector<std::coroutine_handle<>> ring_;
     std::size_t head_ = 0;
     std::size_t size_ = 0;
@@ -197,8 +206,8 @@ class SleepAwaiter : private Waiter {
 /// one that comes at any other moment ends the next wait at once.
 class Reactor {
   public:
-    /// The ReadyQueue's capacity: coroutines alive at once.
-    static constexpr std::size_t kMaxCoroutines = 4096;
+    /// The ReadyQueue's first capacity; it grows when more coroutines are ready in one round.
+    static constexpr std::size_t kReadyCapacity = 4096;
     /// \p safety_period: epoll_pwait2's timeout and the safety net's period (--safety-ms).
     explicit Reactor(std::chrono::milliseconds safety_period);
 

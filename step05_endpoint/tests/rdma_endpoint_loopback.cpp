@@ -341,6 +341,37 @@ TEST(MoveSemantics, MovedToEndpointKeepsTheQpAndTheConnection) {
     EXPECT_TRUE(same(d.buffer().subspan(64, 32), peer.buffer().first(32)));
 }
 
+// Issue 33: a connected endpoint that moves leaves a disconnected one behind. Its QP and MR went
+// with the move, so a post on it throws; it must not pass the connection check and then use the
+// null MR. (The ASSERT comes first: on a source that still says connected, the posts crash.)
+TEST(MoveSemantics, AMovedFromEndpointIsNotConnected) {
+    REQUIRE_DEVICE();
+    RDMAEndpoint a(device(), config());
+    a.connect(a.local_info());
+    RDMAEndpoint b(std::move(a));
+    ASSERT_FALSE(a.connected());                // NOLINT(bugprone-use-after-move): the point
+    EXPECT_FALSE(a.remote_info().has_value());  // NOLINT(bugprone-use-after-move)
+    try {
+        a.post_send(1, 0, 8);  // NOLINT(bugprone-use-after-move)
+        FAIL() << "post_send on a moved-from endpoint did not throw";
+    } catch (const std::logic_error& error) {
+        EXPECT_EQ(std::string(error.what()),
+                  "post_send: the endpoint is not connected yet (call connect_to_peer or "
+                  "accept_peer first)");
+    }
+    EXPECT_THROW(a.post_write(2, 0, 0, 8), std::logic_error);  // NOLINT(bugprone-use-after-move)
+    EXPECT_THROW(a.post_write_with_imm(3, 0, 0, 8, 1),         // NOLINT(bugprone-use-after-move)
+                 std::logic_error);
+    EXPECT_THROW(a.post_read(4, 0, 0, 8), std::logic_error);  // NOLINT(bugprone-use-after-move)
+
+    // The moved-to endpoint has the connection (its QP to itself): a WRITE completes.
+    ASSERT_TRUE(b.connected());
+    fill(b.buffer().first(64), 5);
+    b.post_write(5, 0, 4096, 64);
+    EXPECT_EQ(b.poll_completion(5).opcode, IBV_WC_RDMA_WRITE);
+    EXPECT_TRUE(same(b.buffer().subspan(4096, 64), b.buffer().first(64)));
+}
+
 TEST(Construction, UnknownDeviceNamesTheOnesThatExist) {
     REQUIRE_DEVICE();
     DeviceConfig c = device_config();

@@ -104,6 +104,33 @@ void run(Reactor& reactor, Task<void>& task, std::chrono::seconds limit = 20s) {
     ASSERT_TRUE(task.done()) << "the coroutine did not finish within " << limit.count() << " s";
 }
 
+// ---------------------------------------------------------------- moving an RDMAEndpoint
+
+// Issue 33: a connected RDMAEndpoint that moves (as into an AsyncEndpoint) leaves a disconnected
+// one behind: a post on it throws, instead of passing the connection check and using the MR that
+// went with the move. (The ASSERT comes first: on a source that still says connected, the post
+// crashes.)
+TEST(MoveSemantics, AMovedFromEndpointIsNotConnected) {
+    REQUIRE_DEVICE();
+    RDMAEndpoint a(device(), endpoint_config(shape()));
+    a.connect(a.local_info());
+    const std::uint32_t qpn = a.qp()->qp_num;
+    RDMAEndpoint b(std::move(a));
+    ASSERT_FALSE(a.remote_info().has_value());  // NOLINT(bugprone-use-after-move): the point
+    try {
+        a.post_send(1, 0, 8);  // NOLINT(bugprone-use-after-move)
+        FAIL() << "post_send on a moved-from endpoint did not throw";
+    } catch (const std::logic_error& error) {
+        EXPECT_EQ(std::string(error.what()),
+                  "post_send: the endpoint is not connected yet (call connect_to_peer or "
+                  "accept_peer first)");
+    }
+    // The moved-to endpoint has the QP and its connection (to itself).
+    ASSERT_TRUE(b.remote_info().has_value());
+    EXPECT_EQ(b.qp()->qp_num, qpn);
+    EXPECT_EQ(b.remote_info()->qpn, qpn);
+}
+
 // ---------------------------------------------------------------- send and receive
 
 // Ping-pong with itself, then a burst of sends that fills the send queue (send() suspends).

@@ -88,23 +88,45 @@ Logger log_id(int id, std::vector<int>& log) {
     }
 }
 
-TEST(ReadyQueue, IsFifoWithAFixedCapacity) {
+TEST(ReadyQueue, IsFifoAndSkipsForgottenEntries) {
     ReadyQueue q(2);
     std::vector<int> log;
     const Logger l0 = log_id(0, log);
     const Logger l1 = log_id(1, log);
     q.push(l1.handle);
     q.push(l0.handle);
-    EXPECT_THROW(q.push(l0.handle), std::length_error);
     q.resume_all();
     EXPECT_EQ(log, (std::vector<int>{1, 0}));
     EXPECT_TRUE(q.empty());
-    q.push(l0.handle);  // wraps around
+    q.push(l0.handle);
     q.push(l1.handle);
     q.forget(l0.handle);
     EXPECT_FALSE(q.empty());
     q.resume_all();  // skips the forgotten entry
     EXPECT_EQ(log, (std::vector<int>{1, 0, 1}));
+    l0.handle.destroy();
+    l1.handle.destroy();
+}
+
+// Issue 33: any number of coroutines may be ready in one round. A full queue grows and keeps
+// its order, also when its entries wrap around the end of the ring.
+TEST(ReadyQueue, GrowsWhenFullAndKeepsItsOrder) {
+    ReadyQueue q(2);
+    std::vector<int> log;
+    const Logger l0 = log_id(0, log);
+    const Logger l1 = log_id(1, log);
+    q.push(l1.handle);
+    q.resume_all();     // the ring's oldest entry is now its second
+    q.push(l0.handle);  // wraps around
+    q.push(l1.handle);
+    q.push(l0.handle);  // full: grows
+    constexpr int kMore = 9999;
+    for (int i = 0; i < kMore; ++i) { q.push(i % 2 == 0 ? l1.handle : l0.handle); }
+    q.resume_all();
+    std::vector<int> expected{1, 0, 1, 0};
+    for (int i = 0; i < kMore; ++i) { expected.push_back(i % 2 == 0 ? 1 : 0); }
+    EXPECT_EQ(log, expected);
+    EXPECT_TRUE(q.empty());
     l0.handle.destroy();
     l1.handle.destroy();
 }
@@ -292,6 +314,55 @@ TEST(Reactor, AFrameDestroyedWhileWaitingLeavesNothingBehind) {
     reactor.cancel_waiters();
     one_round(reactor);
     EXPECT_EQ(what, "");
+}
+
+// Issue 33: more waiters than the ReadyQueue's first capacity (4096) woken in one round, as
+// thousands of handshake deadlines that expire together, or cancel_waiters() at shutdown. Every
+// one resumes, in the order it began to wait.
+constexpr int kManyWaiters = 5000;
+
+Task<void> wait_until(Reactor& reactor, Clock::time_point when, int id, std::vector<int>& order) {
+    try {
+        co_await reactor.sleep_until(when);
+        order.push_back(id);
+    } catch (const CancelledError&) { order.push_back(-1 - id); }
+}
+
+// Starts kManyWaiters wait_until() tasks, a thousand per round: all wait, none has resumed.
+std::vector<Task<void>> start_many_waiters(Reactor& reactor, Clock::time_point when,
+                                           std::vector<int>& order) {
+    std::vector<Task<void>> tasks;
+    for (int id = 0; id < kManyWaiters; ++id) {
+        tasks.push_back(wait_until(reactor, when, id, order));
+        reactor.spawn(tasks.back());
+        if ((id + 1) % 1000 == 0) { one_round(reactor); }
+    }
+    return tasks;
+}
+
+TEST(Reactor, ThousandsOfTimersExpiringInOneRoundAllResume) {
+    Reactor reactor(kSafety);
+    std::vector<int> order;
+    const auto when = Clock::now() + 1s;
+    std::vector<Task<void>> tasks = start_many_waiters(reactor, when, order);
+    ASSERT_LT(Clock::now(), when) << "the first waiters expired before the last began to wait";
+    ASSERT_TRUE(order.empty());
+    reactor.run_until([&] { return Clock::now() >= when + 1s || order.size() == tasks.size(); });
+    std::vector<int> expected(kManyWaiters);
+    for (int id = 0; id < kManyWaiters; ++id) { expected[static_cast<std::size_t>(id)] = id; }
+    EXPECT_EQ(order, expected);
+}
+
+TEST(Reactor, CancelWaitersResumesThousandsOfWaiters) {
+    Reactor reactor(kSafety);
+    std::vector<int> order;
+    std::vector<Task<void>> tasks = start_many_waiters(reactor, Clock::now() + 1h, order);
+    ASSERT_TRUE(order.empty());
+    reactor.cancel_waiters();
+    one_round(reactor);
+    std::vector<int> expected(kManyWaiters);
+    for (int id = 0; id < kManyWaiters; ++id) { expected[static_cast<std::size_t>(id)] = -1 - id; }
+    EXPECT_EQ(order, expected);
 }
 
 // ---------------------------------------------------------------- signals

@@ -196,12 +196,13 @@ function(rdma_tutorial_patched_copy name)
 endfunction()
 
 # rdma_tutorial_exercise(NAME PATCH exercises/x.patch SOURCES main.cpp... SCRIPT tests/x.sh
-# [LINK lib...] [TIMEOUT s] [SERIAL] [ARGS ...]): the answer to a chapter's exercise that needs a code
-# change, run: NAME is built from the step's patched copy (rdma_tutorial_patched_copy) of SOURCES,
-# linked with LINK (the step's own library, when the patch leaves its sources alone), and the
-# device test NAME runs SCRIPT with the patched program's path first, then ARGS.
+# [LINK lib...] [TIMEOUT s] [LABEL l] [SERIAL] [ARGS ...]): the answer to a chapter's exercise that
+# needs a code change, run, or a test that needs a program patched to misbehave: NAME is built from
+# the step's patched copy (rdma_tutorial_patched_copy) of SOURCES, linked with LINK (the step's
+# own library, when the patch leaves its sources alone), and the device test NAME (label rdma,
+# or LABEL) runs SCRIPT with the patched program's path first, then ARGS.
 function(rdma_tutorial_exercise name)
-    cmake_parse_arguments(ARG "SERIAL" "PATCH;SCRIPT;TIMEOUT" "SOURCES;ARGS;LINK" ${ARGN})
+    cmake_parse_arguments(ARG "SERIAL" "PATCH;SCRIPT;TIMEOUT;LABEL" "SOURCES;ARGS;LINK" ${ARGN})
     rdma_tutorial_patched_copy(${name} PATCH ${ARG_PATCH} SOURCES ${ARG_SOURCES} OUTPUT patched)
     add_executable(${name} ${patched})
     target_link_libraries(${name} PRIVATE PkgConfig::IBVERBS Threads::Threads ${ARG_LINK})
@@ -216,7 +217,10 @@ function(rdma_tutorial_exercise name)
     if(ARG_SERIAL)
         set(serial SERIAL)
     endif()
-    _rdma_tutorial_device_test_properties(${name} LABEL rdma TIMEOUT ${ARG_TIMEOUT} ${serial}
+    if(NOT ARG_LABEL)
+        set(ARG_LABEL rdma)
+    endif()
+    _rdma_tutorial_device_test_properties(${name} LABEL ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT} ${serial}
         ENVIRONMENT "TESTLIB=${RDMA_TUTORIAL_TESTLIB}" "TUTORIAL_ROOT=${RDMA_TUTORIAL_ROOT}")
 endfunction()
 

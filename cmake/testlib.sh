@@ -282,6 +282,37 @@ require_peer() {
     PEER=${TUTORIAL_ROOT:?}/lab/peer
 }
 
+# held_by PID: the QPs, CQs, MRs and PDs that process PID holds in `rdma res show`, as
+# "qp N cq N mr N pd N".
+held_by() {
+    local kind out=""
+    for kind in qp cq mr pd; do
+        out+="$kind $(rdma -j res show "$kind" | grep -oE '\{[^{}]*\}' | grep -cE "\"pid\":$1[,}]") "
+    done
+    echo "${out% }"
+}
+
+# wait_for_held PID HELD SECONDS: waits until held_by PID prints HELD; fails after SECONDS.
+wait_for_held() {
+    local limit=$(($3 * 10)) i
+    for ((i = 0; i < limit; i++)); do
+        [[ $(held_by "$1") == "$2" ]] && return 0
+        sleep 0.1
+    done
+    fail "process $1 still holds $(held_by "$1") after ${3}s, not $2"
+}
+
+# wait_for_peer_line JOB REGEX SECONDS: waits until the standard output of JOB, a job that
+# lab/peer start runs on the peer, has a line matching REGEX; fails after SECONDS.
+wait_for_peer_line() {
+    local limit=$(($3 * 5)) i
+    for ((i = 0; i < limit; i++)); do
+        "$PEER" output "$1" | grep -qE -- "$2" && return 0
+        sleep 0.2
+    done
+    fail "peer job $1: no line matching '$2' within ${3}s"
+}
+
 # serve NAME CMD...: the next port (port + 1), and CMD -p PORT on this host in the background,
 # as run NAME, under a 120 s timeout; sets server (run_cmd's subshell) once it listens.
 serve() {

@@ -176,8 +176,13 @@ std::vector<double> ping_pong(CmEndpoint& ep, const Options& o, PingPong& pingpo
 // the replies this client received. The server reads it once the client has disconnected.
 void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
                   std::uint32_t received) {
-    const std::size_t at = 2 * o.size;              // this side's own report window, as the source
     const std::uint32_t value = htobe32(received);  // big-endian, as the private data
+    if (server.length < sizeof value) {
+        throw TutorialError(kExitPeer, "the server's report window is " +
+                                           std::to_string(server.length) +
+                                           " bytes, too small for the 4-byte report");
+    }
+    const std::size_t at = 2 * o.size;  // this side's last bytes, as the source
     std::memcpy(ep.buffer().data() + at, &value, sizeof value);
     ep.post_write(kReportWrId, at, sizeof value, server);
     wait_for_completion(ep, o, [](const ibv_wc& wc) {  // the only one: the ping-pong is complete
@@ -191,7 +196,7 @@ void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
 int run_client(const Options& o) {
     install_stop_handlers();
     CmEndpoint ep(resolve(o), endpoint_config(o, o.mode == WaitMode::event));
-    PrivateData mine = ep.window(2 * o.size, kReportBytes, run_data(o));
+    PrivateData mine = ep.window(run_data(o));  // no remote window: address, rkey, length 0
     o.note.copy(mine.note, sizeof mine.note - 1);  // parse_options checked its length
     const std::optional<PrivateData> server = connect_to_server(ep, o, mine);
     if (o.mode == WaitMode::event) ep.request_notify();  // ibv_req_notify_cq

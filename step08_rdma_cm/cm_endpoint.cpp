@@ -56,9 +56,19 @@ void set_nonblocking(int fd) {
 CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     : config_(config), id_(std::move(id)) {
     buffer_ = allocate_buffer(config_.buffer_size);
-    mr_.reset(ibv_reg_mr(id_->pd, buffer_.get(), config_.buffer_size,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+    // The sends, receives and the WRITE's source need local access only. A peer may WRITE the
+    // remote window alone: its own MR, whose rkey opens those bytes and no others.
+    mr_.reset(ibv_reg_mr(id_->pd, buffer_.get(), config_.buffer_size, IBV_ACCESS_LOCAL_WRITE));
     if (!mr_) { throw std::system_error(errno, std::generic_category(), "ibv_reg_mr"); }
+    if (config_.remote_window > 0) {
+        window_mr_.reset(ibv_reg_mr(id_->pd,
+                                    buffer_.get() + config_.buffer_size - config_.remote_window,
+                                    config_.remote_window,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+        if (!window_mr_) {
+            throw std::system_error(errno, std::generic_category(), "ibv_reg_mr (remote window)");
+        }
+    }
     if (config_.completion_channel) {
         channel_.reset(ibv_create_comp_channel(id_->verbs));
         if (!channel_) {
@@ -91,10 +101,11 @@ CmEndpoint::~CmEndpoint() {
     if (cq_ && events_.acks_outstanding() > 0) { ack_all_before_destroy(*this, events_); }
 }
 
-PrivateData CmEndpoint::window(std::size_t offset, std::size_t length, PrivateData p) const {
-    p.addr = reinterpret_cast<std::uintptr_t>(buffer_.get() + offset);
-    p.rkey = mr_->rkey;
-    p.length = static_cast<std::uint32_t>(length);
+PrivateData CmEndpoint::window(PrivateData p) const {
+    if (!window_mr_) return p;  // address, rkey and length 0: nothing here is remotely writable
+    p.addr = reinterpret_cast<std::uintptr_t>(window_mr_->addr);
+    p.rkey = window_mr_->rkey;
+    p.length = static_cast<std::uint32_t>(window_mr_->length);
     return p;
 }
 

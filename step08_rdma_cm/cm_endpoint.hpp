@@ -65,12 +65,14 @@ struct CmEndpointConfig {
     std::uint32_t tx_depth = 16;      ///< send queue depth
     std::uint32_t rx_depth = 500;     ///< receive queue depth
     bool completion_channel = false;  ///< bind the CQ to an O_NONBLOCK completion channel
+    std::size_t remote_window = 0;    ///< the buffer's last bytes the peer may WRITE (0: none)
 };
 
 constexpr std::uint32_t kAckBatch = 16;  // completion events acked at a time
 
 /// \brief An RC QP made by librdmacm on an rdma_cm_id, with its own registered buffer, MR,
-/// completion channel and CQ. The QP's state is librdmacm's: rdma_connect and rdma_accept move
+/// completion channel and CQ, and a second MR, the only one a peer may WRITE, over the
+/// buffer's last CmEndpointConfig::remote_window bytes. The QP's state is librdmacm's: rdma_connect and rdma_accept move
 /// it to RTS.
 class CmEndpoint {
   public:
@@ -85,8 +87,9 @@ class CmEndpoint {
     [[nodiscard]] std::span<std::byte> buffer() const noexcept {
         return {buffer_.get(), config_.buffer_size};
     }
-    /// \p p with what a peer needs to WRITE into buffer()[offset, offset+length).
-    [[nodiscard]] PrivateData window(std::size_t offset, std::size_t length, PrivateData p) const;
+    /// \p p with what a peer needs to WRITE into the remote window: its address, rkey and
+    /// length; all 0 when this endpoint has none.
+    [[nodiscard]] PrivateData window(PrivateData p) const;
 
     void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                    bool signaled = true) {
@@ -137,7 +140,8 @@ class CmEndpoint {
     // device list until the process ends (or the device is removed).
     CmId id_;                    // rdma_destroy_id
     Buffer buffer_;              // free
-    MemoryRegion mr_;            // ibv_dereg_mr
+    MemoryRegion mr_;            // ibv_dereg_mr: local access only
+    MemoryRegion window_mr_;     // ibv_dereg_mr: the remote window, if any
     CompletionChannel channel_;  // ibv_destroy_comp_channel
     CompletionQueue cq_;         // ibv_destroy_cq
     CmQueuePair qp_;             // rdma_destroy_qp

@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 
 #include <array>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -153,8 +154,11 @@ void Server::on_connect_request(rdma_cm_id* new_id, const std::optional<PrivateD
     if (const std::string why = theirs ? describe_run_mismatch(mine, *theirs, true) : "";
         !why.empty()) {
         const PrivateData wire = wire_order(mine);
-        rdma_reject(id.get(), &wire, sizeof wire);
-        return report(c, "rejected: " + why);  // CmId destroys the id
+        std::string outcome = "rejected: " + why;
+        if (rdma_reject(id.get(), &wire, sizeof wire) != 0) {
+            outcome += " (rdma_reject: " + std::string(std::strerror(errno)) + ")";
+        }
+        return report(c, outcome);  // CmId destroys the id
     }
     try {
         accept(std::move(id), c);
@@ -171,17 +175,19 @@ void Server::on_connect_request(rdma_cm_id* new_id, const std::optional<PrivateD
 // rdma-core's examples ignore.
 void Server::accept(CmId id, Connection& c) {
     const Options run = c.example ? example_run(o_) : o_;
-    c.endpoint = std::make_unique<CmEndpoint>(std::move(id), endpoint_config(run, true));
+    CmEndpointConfig config = endpoint_config(run, true);
+    config.remote_window = kReportBytes;  // the client WRITEs its report there, and nowhere else
+    c.endpoint = std::make_unique<CmEndpoint>(std::move(id), config);
     c.pingpong = std::make_unique<PingPong>(*c.endpoint, run, kServerSide);
     if (!o_.busy_poll) c.endpoint->request_notify();  // ibv_req_notify_cq
     c.pingpong->post_initial_receives();              // ibv_post_recv
-    const PrivateData wire =
-        wire_order(c.endpoint->window(2 * run.size, kReportBytes, run_data(run)));
+    const PrivateData wire = wire_order(c.endpoint->window(run_data(run)));
     rdma_conn_param param = connection_parameters(wire);
     // rdma_accept moves the QP to RTR and RTS and sends the ConnectReply; it does not wait.
     if (rdma_accept(c.endpoint->id(), &param) != 0) {
         throw std::system_error(errno, std::generic_category(), "rdma_accept");
     }
+    c.last_progress = Clock::now();
 }
 //! [accept]
 
@@ -203,6 +209,7 @@ void Server::progress(Connection& c, Poll how) {
             current = &wc;
             c.pingpong->on_completion(wc);
             c.pingpong->maybe_send();
+            c.last_progress = Clock::now();
         }
     } catch (const std::exception& e) {
         // A flushed receive after the client vanished: its DISCONNECTED event says so.
@@ -218,6 +225,28 @@ void Server::sweep(Poll how) {
         progress(c, how);
     }
 }
+
+//! [silent]
+// A client whose host lost power or its link sends no DisconnectRequest, and while none of our
+// sends is outstanding, no retry fails either: only silence tells. After --timeout seconds
+// without a completion, the server disconnects it (the DisconnectRequest goes unanswered, which
+// is fine) and destroys what it held. A client that connects and never sends ends the same way.
+void Server::end_silent_connections() {
+    const auto now = Clock::now();
+    const auto limit = std::chrono::seconds(o_.timeout_seconds);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+        Connection& c = (it++)->second;  // end() erases c, and nothing else
+        if (now - c.last_progress <= limit) continue;
+        std::string outcome = "no completion for " + std::to_string(o_.timeout_seconds) +
+                              " s after " + std::to_string(c.pingpong->received()) +
+                              " messages (the client's host is gone, or the client stalled)";
+        if (rdma_disconnect(c.endpoint->id()) != 0) {
+            outcome += "; rdma_disconnect: " + std::string(std::strerror(errno));
+        }
+        end(c.endpoint->id(), outcome + "; disconnected, its resources freed");
+    }
+}
+//! [silent]
 
 Connection* Server::find(rdma_cm_id* id) {
     for (auto& [number, c] : connections_) {

@@ -54,6 +54,7 @@ struct Connection {
     bool example = false;  // no magic: one of rdma-core's examples
     std::unique_ptr<CmEndpoint> endpoint;
     std::unique_ptr<PingPong> pingpong;
+    Clock::time_point last_progress;  // the accept, then each completion
 };
 
 class Server {
@@ -78,6 +79,7 @@ class Server {
     enum class Poll { event, safety_net, busy };
     void progress(Connection& c, Poll how);
     void sweep(Poll how);
+    void end_silent_connections();
     void report(const Connection& c, const std::string& outcome);
     void end(rdma_cm_id* id, std::string outcome);
     Connection* find(rdma_cm_id* id);

@@ -48,10 +48,10 @@ int Server::run() {
         }
         for (int i = 0; i < n; ++i) { dispatch(ready[static_cast<std::size_t>(i)].data.u64); }
         const auto now = Clock::now();
-        if (o_.busy_poll) {
-            sweep(Poll::busy);
-        } else if (n == 0 || now >= next_sweep) {
-            sweep(Poll::safety_net);
+        if (o_.busy_poll) sweep(Poll::busy);
+        if (now >= next_sweep || (n == 0 && !o_.busy_poll)) {  // once per safety period
+            if (!o_.busy_poll) sweep(Poll::safety_net);
+            end_silent_connections();
             next_sweep = now + std::chrono::milliseconds(o_.safety_ms);
         }
     }

@@ -40,7 +40,7 @@ inline PrivateData run_data(const Options& o) {
 
 inline CmEndpointConfig endpoint_config(const Options& o, bool channel) {
     CmEndpointConfig c;
-    c.buffer_size = 2 * o.size + kReportBytes;  // [receive slot | send slot | report window]
+    c.buffer_size = 2 * o.size + kReportBytes;  // [receive slot | send slot | report]
     c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
     c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
     c.completion_channel = channel;

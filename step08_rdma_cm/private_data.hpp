@@ -24,7 +24,7 @@ constexpr std::uint32_t kPrivateDataMagic = 0x53303843;
 /// numbers big-endian on the wire (wire_order()).
 struct PrivateData {
     std::uint32_t magic = kPrivateDataMagic;  ///< bytes 0-3: "S08C"
-    std::uint32_t rkey = 0;                   ///< 4-7: the buffer window's rkey
+    std::uint32_t rkey = 0;                   ///< 4-7: the remote window's rkey (0: none)
     std::uint64_t addr = 0;                   ///< 8-15: its virtual address
     std::uint32_t length = 0;                 ///< 16-19: its length in bytes
     std::uint32_t message_size = 0;           ///< 20-23: -s

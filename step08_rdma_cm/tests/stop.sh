@@ -13,37 +13,20 @@ bin=$1
 port=$(new_port)
 long=(-p "$port" -s 64 -n 100000000 --timeout 30)
 
-# held PID: the server's QPs, CQs, MRs and PDs in `rdma res show`, as "qp N cq N mr N pd N".
-held() {
-    local kind out=""
-    for kind in qp cq mr pd; do
-        out+="$kind $(rdma -j res show "$kind" | grep -oE '\{[^{}]*\}' | grep -cE "\"pid\":$1[,}]") "
-    done
-    echo "${out% }"
-}
-# peer_connected JOB: waits until the client that JOB runs on host b has connected.
-peer_connected() {
-    local i
-    for ((i = 0; i < 150; i++)); do
-        "$PEER" output "$1" | grep -q '^client: connected' && return 0
-        sleep 0.2
-    done
-    fail "the client (peer job $1) did not connect within 30 s"
-}
-
 "$bin" "${long[@]}" >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
 server=$!
 wait_for_line server out "^server: listening on rdma_cm port $port;" 30
-before=$(held $server)
+before=$(held_by $server)
 [[ $before == "qp 0 cq 0 mr 0 pd 0" ]] || fail "the listening server holds $before before its first client"
 
 # Four clients at once: the first is killed, the second stopped by Ctrl-C, two stay.
 jobs=()
 for i in 1 2 3 4; do jobs+=("$("$PEER" start -- "$bin" "${long[@]}" "$LAB_ADDR")"); done
-for j in "${jobs[@]}"; do peer_connected "$j"; done
-during=$(held $server)
-# One QP, CQ and MR per client; the PD is librdmacm's, one per device for every id on it.
-[[ $during == "qp 4 cq 4 mr 4 pd 1" ]] || fail "with 4 clients the server holds $during"
+for j in "${jobs[@]}"; do wait_for_peer_line "$j" "^client: connected" 30; done
+during=$(held_by $server)
+# One QP and CQ per client, and two MRs: its buffer and its report window; the PD is
+# librdmacm's, one per device for every id on it.
+[[ $during == "qp 4 cq 4 mr 8 pd 1" ]] || fail "with 4 clients the server holds $during"
 "$PEER" signal KILL "${jobs[0]}"
 "$PEER" signal INT "${jobs[1]}"
 run_cmd killed "$PEER" wait --timeout 30 "${jobs[0]}"
@@ -56,9 +39,9 @@ for ((i = 0; i < 300; i++)); do
     sleep 0.1
 done
 (($(grep -cE "$ended" "$TEST_TMP/server.out") == 2)) || fail "server: not two lines matching $ended within 30 s"
-after=$(held $server)
+after=$(held_by $server)
 echo "server (pid $server): before $before; with 4 clients $during; with 2 $after"
-[[ $after == "qp 2 cq 2 mr 2 pd 1" ]] || fail "the server holds $after with 2 clients left"
+[[ $after == "qp 2 cq 2 mr 4 pd 1" ]] || fail "the server holds $after with 2 clients left"
 
 kill -INT $server
 rc=0
@@ -73,6 +56,6 @@ for j in "${jobs[@]:2}"; do
     expect_exit "client$j" 6
     expect_line "client$j" err "step08_rdma_cm: the server disconnected during the run"
 done
-left=$(held $server)
+left=$(held_by $server)
 [[ $left == "qp 0 cq 0 mr 0 pd 0" ]] || fail "after the server exited, rdma res show holds $left of it"
 echo PASS

@@ -196,7 +196,7 @@ void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
 int run_client(const Options& o) {
     install_stop_handlers();
     CmEndpoint ep(resolve(o), endpoint_config(o, o.mode == WaitMode::event));
-    PrivateData mine = ep.window(run_data(o));  // no remote window: address, rkey, length 0
+    PrivateData mine = ep.window(run_data(o));     // no remote window: address, rkey, length 0
     o.note.copy(mine.note, sizeof mine.note - 1);  // parse_options checked its length
     const std::optional<PrivateData> server = connect_to_server(ep, o, mine);
     if (o.mode == WaitMode::event) ep.request_notify();  // ibv_req_notify_cq

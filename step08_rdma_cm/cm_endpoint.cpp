@@ -61,10 +61,9 @@ CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     mr_.reset(ibv_reg_mr(id_->pd, buffer_.get(), config_.buffer_size, IBV_ACCESS_LOCAL_WRITE));
     if (!mr_) { throw std::system_error(errno, std::generic_category(), "ibv_reg_mr"); }
     if (config_.remote_window > 0) {
-        window_mr_.reset(ibv_reg_mr(id_->pd,
-                                    buffer_.get() + config_.buffer_size - config_.remote_window,
-                                    config_.remote_window,
-                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+        window_mr_.reset(
+            ibv_reg_mr(id_->pd, buffer_.get() + config_.buffer_size - config_.remote_window,
+                       config_.remote_window, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
         if (!window_mr_) {
             throw std::system_error(errno, std::generic_category(), "ibv_reg_mr (remote window)");
         }

@@ -72,8 +72,8 @@ constexpr std::uint32_t kAckBatch = 16;  // completion events acked at a time
 
 /// \brief An RC QP made by librdmacm on an rdma_cm_id, with its own registered buffer, MR,
 /// completion channel and CQ, and a second MR, the only one a peer may WRITE, over the
-/// buffer's last CmEndpointConfig::remote_window bytes. The QP's state is librdmacm's: rdma_connect and rdma_accept move
-/// it to RTS.
+/// buffer's last CmEndpointConfig::remote_window bytes. The QP's state is librdmacm's: rdma_connect
+/// and rdma_accept move it to RTS.
 class CmEndpoint {
   public:
     /// \p id must have its device: an address resolved, or a connect request.

@@ -152,7 +152,7 @@ class RDMAEndpoint {
     /// of both sides.
     /// \throws std::system_error ("ibv_modify_qp INIT->RTR"/"ibv_modify_qp RTR->RTS")
     /// \throws TutorialError (kExitPeer) when the port is RoCE and \p remote has no GID
-    /// \throws std::logic_error when already connected
+    /// \throws std::logic_error when already connected, or moved from
     void connect(const PeerInfo& remote);
 
     /// \brief Once connected.

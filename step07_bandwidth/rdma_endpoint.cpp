@@ -192,7 +192,8 @@ PeerInfo RDMAEndpoint::local_info() const {
 // step03's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
 // RDMA READ depth, so that they agree without another round trip.
 void RDMAEndpoint::connect(const PeerInfo& remote) {
-    if (remote_ || !qp_) throw std::logic_error("connect: the endpoint is connected, or moved from");
+    if (remote_ || !qp_)
+        throw std::logic_error("connect: the endpoint is connected, or moved from");
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
     connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
                std::min(read_depth_, remote.read_depth));

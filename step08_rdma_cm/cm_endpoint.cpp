@@ -87,9 +87,12 @@ CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
     attr.cap.max_inline_data = 64;
-    if (rdma_create_qp(id_.get(), id_->pd, &attr) != 0) {
-        throw std::system_error(errno, std::generic_category(), "rdma_create_qp");
+    int rc = rdma_create_qp(id_.get(), id_->pd, &attr);
+    if (rc != 0 && errno == EINVAL) {  // less inline data than asked, or none: ask for none
+        attr.cap.max_inline_data = 0;
+        rc = rdma_create_qp(id_.get(), id_->pd, &attr);
     }
+    if (rc != 0) throw std::system_error(errno, std::generic_category(), "rdma_create_qp");
     qp_.reset(id_.get());
     max_inline_data_ = attr.cap.max_inline_data;  // what the device granted
 }

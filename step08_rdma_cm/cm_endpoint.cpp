@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -60,6 +61,9 @@ CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     // remote window alone: its own MR, whose rkey opens those bytes and no others.
     mr_.reset(ibv_reg_mr(id_->pd, buffer_.get(), config_.buffer_size, IBV_ACCESS_LOCAL_WRITE));
     if (!mr_) { throw std::system_error(errno, std::generic_category(), "ibv_reg_mr"); }
+    if (config_.remote_window > config_.buffer_size) {
+        throw std::invalid_argument("CmEndpoint: the remote window is larger than the buffer");
+    }
     if (config_.remote_window > 0) {
         window_mr_.reset(
             ibv_reg_mr(id_->pd, buffer_.get() + config_.buffer_size - config_.remote_window,

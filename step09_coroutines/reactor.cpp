@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <exception>
@@ -55,20 +56,21 @@ bool Reactor::remove_channel(ChannelClient& c) noexcept {
 namespace {
 
 // epoll_pwait2 (Linux 5.11, glibc 2.35): epoll_pwait with a timeout in nanoseconds, so timers
-// keep theirs. Built without it, or run on an older kernel (ENOSYS): epoll_pwait, to the
+// keep theirs. Built without it, or run on an older kernel (ENOSYS) or under a system-call
+// filter that does not know it (EPERM): epoll_pwait, to the
 // millisecond, rounded up. Returns -1 when a signal interrupted the wait (EINTR).
 int wait_for_events(int epoll_fd, std::span<epoll_event> events, Clock::duration timeout,
                     const sigset_t& mask) {
     const int max_events = static_cast<int>(events.size());
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
-    static bool kernel_has_it = true;  // until ENOSYS says otherwise
+    static std::atomic<bool> kernel_has_it{true};  // until ENOSYS (or a filter's EPERM) says not
     if (kernel_has_it) {
         const auto seconds = std::chrono::floor<std::chrono::seconds>(timeout);
         const timespec wait{static_cast<time_t>(seconds.count()),
                             static_cast<long>(std::chrono::nanoseconds(timeout - seconds).count())};
         const int n = ::epoll_pwait2(epoll_fd, events.data(), max_events, &wait, &mask);
         if (n >= 0 || errno == EINTR) return n;
-        if (errno != ENOSYS)
+        if (errno != ENOSYS && errno != EPERM)
             throw std::system_error(errno, std::generic_category(), "epoll_pwait2");
         kernel_has_it = false;
     }
@@ -170,10 +172,10 @@ void Reactor::unlink(Waiter& waiter) noexcept {
 }
 
 void Reactor::wake(Waiter& waiter, Waiter::Outcome outcome) {
+    ready_.push(waiter.handle_);  // first: if the queue cannot grow, the waiter stays as it was
     unlink(waiter);
     waiter.outcome_ = outcome;
     waiter.queued_ = true;
-    ready_.push(waiter.handle_);
 }
 
 void Reactor::expire_timers(Clock::time_point now) {

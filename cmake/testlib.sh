@@ -285,9 +285,10 @@ require_peer() {
 # held_by PID: the QPs, CQs, MRs and PDs that process PID holds in `rdma res show`, as
 # "qp N cq N mr N pd N".
 held_by() {
-    local kind out=""
+    local kind out="" json
     for kind in qp cq mr pd; do
-        out+="$kind $(rdma -j res show "$kind" | grep -oE '\{[^{}]*\}' | grep -cE "\"pid\":$1[,}]") "
+        json=$(rdma -j res show "$kind") || fail "rdma res show $kind failed"
+        out+="$kind $(grep -oE '\{[^{}]*\}' <<<"$json" | grep -cE "\"pid\":$1[,}]") "
     done
     echo "${out% }"
 }
@@ -307,7 +308,8 @@ wait_for_held() {
 wait_for_peer_line() {
     local limit=$(($3 * 5)) i
     for ((i = 0; i < limit; i++)); do
-        "$PEER" output "$1" | grep -qE -- "$2" && return 0
+        # Not grep -q: it would stop reading, and lab/peer's SIGPIPE would fail the pipeline.
+        "$PEER" output "$1" | grep -E -- "$2" >/dev/null && return 0
         sleep 0.2
     done
     fail "peer job $1: no line matching '$2' within ${3}s"

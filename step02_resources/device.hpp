@@ -106,6 +106,21 @@ inline void check_port(const std::string& device, int port, int port_count) {
 }
 //! [open_device]
 
+// Room for every port's GIDs: ibv_query_gid_table returns the whole device's table, and each
+// port's table has its own length (step01 adds them up the same way).
+[[nodiscard]] inline std::size_t gid_table_size(ibv_context* context, int port_count) {
+    std::size_t size = 0;
+    for (int port = 1; port <= port_count; ++port) {
+        ibv_port_attr attr{};
+        if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(port), &attr);
+            rc != 0) {
+            throw std::system_error(rc, std::generic_category(), "ibv_query_port");
+        }
+        size += static_cast<std::size_t>(attr.gid_tbl_len);
+    }
+    return size;
+}
+
 //! [gid_table]
 // Every valid GID of one port. ibv_query_gid_table (rdma-core 32+) returns the valid entries of
 // every port with their types, so we ask for all of them and keep this port's.

@@ -231,9 +231,8 @@ void print_opened_device(ibv_context* context, const OpenedDevice& opened, int i
         std::fprintf(stderr, "%s: %s\n", kProgram,
                      port_warning(opened.name, ib_port, opened.port_attr.state).c_str());
     }
-    const auto choice = choose_gid(query_gid_table(
-        context, ib_port,
-        static_cast<std::size_t>(opened.port_attr.gid_tbl_len) * opened.attr.phys_port_cnt));
+    const auto choice = choose_gid(
+        query_gid_table(context, ib_port, gid_table_size(context, opened.attr.phys_port_cnt)));
     std::printf("%s\n", recommendation_line(opened.name, ib_port, choice).c_str());
 }
 

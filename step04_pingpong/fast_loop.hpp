@@ -200,6 +200,7 @@ class PingPong {
         if (ibv_post_send(resources_.qp.get(), &wr, &bad) == 0) {
             const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
             while (Clock::now() < deadline) {
+                throw_if_stopped();  // Ctrl-C still ends the wait at once
                 ibv_wc wc{};
                 if (ibv_poll_cq(resources_.cq.get(), 1, &wc) == 1) {
                     if (wc.status != IBV_WC_SUCCESS) {

@@ -32,8 +32,8 @@ struct LocalPort {
         rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_port");
     }
-    const std::vector<GidEntry> table = query_gid_table(
-        context, ib_port, static_cast<std::size_t>(local.attr.gid_tbl_len) * port_count);
+    const std::vector<GidEntry> table =
+        query_gid_table(context, ib_port, gid_table_size(context, port_count));
     std::optional<std::uint32_t> index;
     if (gid_index >= 0) {
         index = static_cast<std::uint32_t>(gid_index);

@@ -156,6 +156,12 @@ struct OpenedDevice {
     init_attr.cap.max_inline_data = 64;
     caps.requested = init_attr.cap;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
+    if (!qp && errno == EINVAL) {
+        // A device may allow less inline data than asked, or none: ask again for none (the
+        // granted caps, printed, show it; sends then go from the registered buffer).
+        init_attr.cap.max_inline_data = 0;
+        qp.reset(ibv_create_qp(pd, &init_attr));
+    }
     if (!qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     return qp;
 }
@@ -206,9 +212,8 @@ inline void print_opened_device(ibv_context* context, const OpenedDevice& opened
         std::fprintf(stderr, "%s: %s\n", kProgram,
                      port_warning(opened.name, ib_port, opened.port_attr.state).c_str());
     }
-    const auto choice = choose_gid(query_gid_table(
-        context, ib_port,
-        static_cast<std::size_t>(opened.port_attr.gid_tbl_len) * opened.attr.phys_port_cnt));
+    const auto choice = choose_gid(
+        query_gid_table(context, ib_port, gid_table_size(context, opened.attr.phys_port_cnt)));
     std::printf("%s\n", recommendation_line(opened.name, ib_port, choice).c_str());
 }
 

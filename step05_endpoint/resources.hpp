@@ -89,6 +89,12 @@ struct OpenedDevice {
     init_attr.cap.max_recv_sge = 1;
     init_attr.cap.max_inline_data = 64;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
+    if (!qp && errno == EINVAL) {
+        // A device may allow less inline data than asked, or none: ask again for none (the
+        // granted caps, printed, show it; sends then go from the registered buffer).
+        init_attr.cap.max_inline_data = 0;
+        qp.reset(ibv_create_qp(pd, &init_attr));
+    }
     if (!qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     return qp;
 }

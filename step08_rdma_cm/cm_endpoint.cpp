@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -60,6 +61,9 @@ CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     // remote window alone: its own MR, whose rkey opens those bytes and no others.
     mr_.reset(ibv_reg_mr(id_->pd, buffer_.get(), config_.buffer_size, IBV_ACCESS_LOCAL_WRITE));
     if (!mr_) { throw std::system_error(errno, std::generic_category(), "ibv_reg_mr"); }
+    if (config_.remote_window > config_.buffer_size) {
+        throw std::invalid_argument("CmEndpoint: the remote window is larger than the buffer");
+    }
     if (config_.remote_window > 0) {
         window_mr_.reset(
             ibv_reg_mr(id_->pd, buffer_.get() + config_.buffer_size - config_.remote_window,
@@ -87,9 +91,12 @@ CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
     attr.cap.max_inline_data = 64;
-    if (rdma_create_qp(id_.get(), id_->pd, &attr) != 0) {
-        throw std::system_error(errno, std::generic_category(), "rdma_create_qp");
+    int rc = rdma_create_qp(id_.get(), id_->pd, &attr);
+    if (rc != 0 && errno == EINVAL) {  // less inline data than asked, or none: ask for none
+        attr.cap.max_inline_data = 0;
+        rc = rdma_create_qp(id_.get(), id_->pd, &attr);
     }
+    if (rc != 0) throw std::system_error(errno, std::generic_category(), "rdma_create_qp");
     qp_.reset(id_.get());
     max_inline_data_ = attr.cap.max_inline_data;  // what the device granted
 }

@@ -164,6 +164,8 @@ void set_nonblocking(int fd);
     param.rnr_retry_count = 7;
     return param;
 }
+// The parameters point at \p wire: a temporary would be gone before rdma_connect reads it.
+rdma_conn_param connection_parameters(const PrivateData&& wire) = delete;
 //! [conn_param]
 
 /// 127.x.x.x, ::1, localhost: on RoCE no RDMA device owns a loopback address.

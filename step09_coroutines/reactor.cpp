@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <exception>
@@ -52,6 +53,37 @@ bool Reactor::remove_channel(ChannelClient& c) noexcept {
 
 // ====================================================================== the loop
 
+namespace {
+
+// epoll_pwait2 (Linux 5.11, glibc 2.35): epoll_pwait with a timeout in nanoseconds, so timers
+// keep theirs. Built without it, or run on an older kernel (ENOSYS) or under a system-call
+// filter that does not know it (EPERM): epoll_pwait, to the
+// millisecond, rounded up. Returns -1 when a signal interrupted the wait (EINTR).
+int wait_for_events(int epoll_fd, std::span<epoll_event> events, Clock::duration timeout,
+                    const sigset_t& mask) {
+    const int max_events = static_cast<int>(events.size());
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+    static std::atomic<bool> kernel_has_it{true};  // until ENOSYS (or a filter's EPERM) says not
+    if (kernel_has_it) {
+        const auto seconds = std::chrono::floor<std::chrono::seconds>(timeout);
+        const timespec wait{static_cast<time_t>(seconds.count()),
+                            static_cast<long>(std::chrono::nanoseconds(timeout - seconds).count())};
+        const int n = ::epoll_pwait2(epoll_fd, events.data(), max_events, &wait, &mask);
+        if (n >= 0 || errno == EINTR) return n;
+        if (errno != ENOSYS && errno != EPERM)
+            throw std::system_error(errno, std::generic_category(), "epoll_pwait2");
+        kernel_has_it = false;
+    }
+#endif
+    const int n =
+        ::epoll_pwait(epoll_fd, events.data(), max_events, epoll_timeout_ms(timeout), &mask);
+    if (n < 0 && errno != EINTR)
+        throw std::system_error(errno, std::generic_category(), "epoll_pwait");
+    return n;
+}
+
+}  // namespace
+
 //! [reactor_loop]
 void Reactor::run_round(const sigset_t& wait_mask) {
     std::array<epoll_event, 64> events{};
@@ -61,15 +93,7 @@ void Reactor::run_round(const sigset_t& wait_mask) {
     const Clock::duration timeout = ready_.empty()
                                         ? std::min<Clock::duration>(safety_period_, to_next_timer())
                                         : Clock::duration::zero();
-    const auto seconds = std::chrono::floor<std::chrono::seconds>(timeout);
-    const timespec wait{static_cast<time_t>(seconds.count()),
-                        static_cast<long>(std::chrono::nanoseconds(timeout - seconds).count())};
-    // epoll_pwait2 (Linux 5.11): epoll_pwait with a timeout in nanoseconds, so timers keep theirs.
-    int n = ::epoll_pwait2(epoll_.get(), events.data(), static_cast<int>(events.size()), &wait,
-                           &wait_mask);
-    if (n < 0 && errno != EINTR) {
-        throw std::system_error(errno, std::generic_category(), "epoll_pwait2");
-    }
+    const int n = wait_for_events(epoll_.get(), events, timeout, wait_mask);  // -1: EINTR
     const bool timed_out =
         n == 0 && timeout == safety_period_;  // a timer's end is no safety period
     // Route: every ready source stores what happened and queues its waiting coroutine.
@@ -148,10 +172,10 @@ void Reactor::unlink(Waiter& waiter) noexcept {
 }
 
 void Reactor::wake(Waiter& waiter, Waiter::Outcome outcome) {
+    ready_.push(waiter.handle_);  // first: if the queue cannot grow, the waiter stays as it was
     unlink(waiter);
     waiter.outcome_ = outcome;
     waiter.queued_ = true;
-    ready_.push(waiter.handle_);
 }
 
 void Reactor::expire_timers(Clock::time_point now) {

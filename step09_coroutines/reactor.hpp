@@ -9,6 +9,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <utility>
@@ -199,6 +200,13 @@ class SleepAwaiter : private Waiter {
     void await_suspend(std::coroutine_handle<> handle) { suspend(handle); }
     void await_resume() { (void)resumed(); }
 };
+
+/// epoll_pwait's timeout, where epoll_pwait2 is missing: whole milliseconds, rounded up so that
+/// no timer fires early (a zero stays zero: do not sleep), at most INT_MAX.
+[[nodiscard]] inline int epoll_timeout_ms(Clock::duration timeout) {
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+    return static_cast<int>(std::clamp<decltype(ms)>(ms, 0, std::numeric_limits<int>::max()));
+}
 
 /// The one-thread event loop. Each round (run_round) waits in epoll_pwait2, routes every ready
 /// source (pushes on the ReadyQueue), THEN resumes the queue. SIGINT and SIGTERM (tcp.hpp's

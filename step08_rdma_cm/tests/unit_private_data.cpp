@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cm_endpoint.hpp"
 #include "options.hpp"
 #include "private_data.hpp"
 
@@ -83,6 +85,21 @@ TEST(PrivateData, MismatchNamesTheOption) {
     client.iterations = 10;
     EXPECT_EQ(describe_run_mismatch(client, server, false),
               "the server uses -n 1000, this client -n 10: both sides must use the same -n");
+}
+
+template <typename T>
+concept TakenByConnectionParameters = requires(T&& wire) {
+    connection_parameters(std::forward<T>(wire));
+};
+
+// rdma_conn_param keeps the private data's address: a temporary would dangle.
+TEST(ConnectionParameters, PointAtTheCallersDataAndRefuseATemporary) {
+    static_assert(TakenByConnectionParameters<const PrivateData&>);
+    static_assert(!TakenByConnectionParameters<PrivateData>, "a temporary must not compile");
+    const PrivateData wire = wire_order(sample());
+    const rdma_conn_param param = connection_parameters(wire);
+    EXPECT_EQ(param.private_data, &wire);
+    EXPECT_EQ(param.private_data_len, sizeof wire);
 }
 
 TEST(Options, ExamplesPortAndTheNotesLimit) {

@@ -24,6 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 using tutorial::CancelledError;
 using tutorial::Clock;
+using tutorial::epoll_timeout_ms;
 using tutorial::FdWatch;
 using tutorial::Reactor;
 using tutorial::ReadyQueue;

@@ -29,14 +29,14 @@ namespace tutorial {
 
 // The pieces of run(), defined below it.
 void post_hello_receive(const Resources& resources, std::size_t size);
-void connect_to_peer(const Resources& resources, const LocalPort& port, const Options& options,
-                     const QpEndpointInfo& local);
+void connect_to_peer(const Resources& resources, const OpenedDevice& opened,
+                     const Options& options);
 void post_hello_send(const Resources& resources, const std::string& text);
 void wait_for_hello(const Resources& resources, std::size_t size, std::chrono::seconds timeout);
 
 //! [run]
-// The outline: step 02's resources, then a receive, the handshake that connects the QP,
-// a send, and the two completions.
+// The outline: step 02's resources, then a receive, the TCP connection and the handshake that
+// connects the QP, a send, and the two completions.
 void run(const Options& options) {
     install_stop_handlers();
     Resources resources;
@@ -44,20 +44,13 @@ void run(const Options& options) {
                                                options.device_name, options.ib_port);
     print_opened_device(resources.context.get(), opened, options.ib_port);
     check_limits(options, opened.attr);
+    check_pkey_index(opened.port_attr, options.ib_port, options.pkey_index);
     const QueuePairCaps caps = build_resources(resources, options);
     print_resources(resources, options);
     print_queue_pair(*resources.qp, caps);
-    const LocalPort port = query_local_port(resources.context.get(), options.ib_port,
-                                            options.gid_index, opened.attr.phys_port_cnt);
     // The receive must be posted before the peer can send: from INIT on, it may be.
     post_hello_receive(resources, options.size);
-
-    QpEndpointInfo local;
-    local.lid = port.attr.lid;
-    local.qpn = resources.qp->qp_num;
-    local.psn = random_psn();
-    local.gid = port.gid;
-    connect_to_peer(resources, port, options, local);
+    connect_to_peer(resources, opened, options);
 
     post_hello_send(resources,
                     std::string("hello from the ") + (options.host.empty() ? "server" : "client"));
@@ -128,10 +121,32 @@ template <typename ConnectQp>
 //! [handshake]
 
 //! [connect]
-// Both roles: TCP connect or accept, then the handshake, which calls connect_qp in the middle.
-void connect_to_peer(const Resources& resources, const LocalPort& port, const Options& options,
-                     const QpEndpointInfo& local) {
+// Both roles: TCP connect or accept; then the GID that holds the connection's local address, and
+// the handshake, which calls connect_qp in the middle.
+void connect_to_peer(const Resources& resources, const OpenedDevice& opened,
+                     const Options& options) {
     const std::chrono::seconds timeout(options.timeout_seconds);
+    std::string peer_name;
+    const Socket peer = [&] {
+        if (!options.host.empty()) {
+            return connect_to(options.host, options.tcp_port, timeout, peer_name);
+        }
+        const Socket listener = listen_on(options.bind_address, options.tcp_port);
+        std::printf("waiting for a client on port %d\n", options.tcp_port);
+        std::fflush(stdout);
+        return accept_client(listener, options.tcp_port, timeout, peer_name);
+    }();
+    LocalPort port = query_local_port(resources.context.get(), options.ib_port, options.gid_index,
+                                      opened.attr.phys_port_cnt, local_address_bytes(peer));
+    port.service_level = static_cast<std::uint8_t>(options.service_level);
+    port.traffic_class = static_cast<std::uint8_t>(options.traffic_class);
+    std::printf("%s\n", gid_choice_line(port).c_str());
+
+    QpEndpointInfo local;
+    local.lid = port.attr.lid;
+    local.qpn = resources.qp->qp_num;
+    local.psn = random_psn();
+    local.gid = port.gid;
     print_address("local address: ", local);
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
@@ -140,18 +155,12 @@ void connect_to_peer(const Resources& resources, const LocalPort& port, const Op
         print_transition(*resources.qp, IBV_QPS_INIT, IBV_QPS_RTR);
         print_transition(*resources.qp, IBV_QPS_RTR, IBV_QPS_RTS);
     };
-    std::string peer_name;
     if (!options.host.empty()) {
-        const Socket server = connect_to(options.host, options.tcp_port, timeout, peer_name);
-        (void)client_handshake(server, peer_name, local, timeout, connect);
+        (void)client_handshake(peer, peer_name, local, timeout, connect);
     } else {
-        const Socket listener = listen_on(options.bind_address, options.tcp_port);
-        std::printf("waiting for a client on port %d\n", options.tcp_port);
-        std::fflush(stdout);
-        const Socket client = accept_client(listener, options.tcp_port, timeout, peer_name);
-        (void)server_handshake(client, peer_name, local, timeout, connect);
+        (void)server_handshake(peer, peer_name, local, timeout, connect);
     }
-}  // the QPs are connected: TCP has done its job, and the sockets close here
+}  // the QPs are connected: TCP has done its job, and the socket closes here
 //! [connect]
 
 //! [hello]

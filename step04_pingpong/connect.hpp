@@ -95,10 +95,32 @@ template <typename ConnectQp>
 //! [handshake]
 
 //! [connect]
-// Both roles: TCP connect or accept, then the handshake, which calls connect_qp in the middle.
-inline void connect_to_peer(const Resources& resources, const LocalPort& port,
-                            const Options& options, const QpEndpointInfo& local) {
+// Both roles: TCP connect or accept; then the GID that holds the connection's local address, and
+// the handshake, which calls connect_qp in the middle.
+inline void connect_to_peer(const Resources& resources, const OpenedDevice& opened,
+                            const Options& options) {
     const std::chrono::seconds timeout(options.timeout_seconds);
+    std::string peer_name;
+    const Socket peer = [&] {
+        if (!options.host.empty()) {
+            return connect_to(options.host, options.tcp_port, timeout, peer_name);
+        }
+        const Socket listener = listen_on(options.bind_address, options.tcp_port);
+        std::printf("waiting for a client on port %d\n", options.tcp_port);
+        std::fflush(stdout);
+        return accept_client(listener, options.tcp_port, timeout, peer_name);
+    }();
+    LocalPort port = query_local_port(resources.context.get(), options.ib_port, options.gid_index,
+                                      opened.attr.phys_port_cnt, local_address_bytes(peer));
+    port.service_level = static_cast<std::uint8_t>(options.service_level);
+    port.traffic_class = static_cast<std::uint8_t>(options.traffic_class);
+    std::printf("%s\n", gid_choice_line(port).c_str());
+
+    QpEndpointInfo local;
+    local.lid = port.attr.lid;
+    local.qpn = resources.qp->qp_num;
+    local.psn = random_psn();
+    local.gid = port.gid;
     print_address("local address: ", local);
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
@@ -107,20 +129,14 @@ inline void connect_to_peer(const Resources& resources, const LocalPort& port,
         print_transition(*resources.qp, IBV_QPS_INIT, IBV_QPS_RTR);
         print_transition(*resources.qp, IBV_QPS_RTR, IBV_QPS_RTS);
     };
-    std::string peer_name;
-    if (!options.host.empty()) {
-        const Socket server = connect_to(options.host, options.tcp_port, timeout, peer_name);
-        (void)client_handshake(server, peer_name, local, timeout, connect);
-        agree_on_check(server, peer_name, true, options.check, timeout);
+    const bool client = !options.host.empty();
+    if (client) {
+        (void)client_handshake(peer, peer_name, local, timeout, connect);
     } else {
-        const Socket listener = listen_on(options.bind_address, options.tcp_port);
-        std::printf("waiting for a client on port %d\n", options.tcp_port);
-        std::fflush(stdout);
-        const Socket client = accept_client(listener, options.tcp_port, timeout, peer_name);
-        (void)server_handshake(client, peer_name, local, timeout, connect);
-        agree_on_check(client, peer_name, false, options.check, timeout);
+        (void)server_handshake(peer, peer_name, local, timeout, connect);
     }
-}  // the QPs are connected: TCP has done its job, and the sockets close here
+    agree_on_check(peer, peer_name, client, options.check, timeout);
+}  // the QPs are connected: TCP has done its job, and the socket closes here
 //! [connect]
 
 }  // namespace tutorial

@@ -44,21 +44,14 @@ void run(const Options& options) {
                                                options.device_name, options.ib_port);
     print_opened_device(resources.context.get(), opened, options.ib_port);
     check_limits(options, opened.attr);
+    check_pkey_index(opened.port_attr, options.ib_port, options.pkey_index);
     const QueuePairCaps caps = build_resources(resources, options);
     print_resources(resources, options);
     print_queue_pair(*resources.qp, caps);
-    const LocalPort port = query_local_port(resources.context.get(), options.ib_port,
-                                            options.gid_index, opened.attr.phys_port_cnt);
     // ibv_rc_pingpong posts all its receives before the handshake, and so do we: the peer may
     // send as soon as it has our address.
     post_receives(resources, options.size, options.rx_depth);
-
-    QpEndpointInfo local;
-    local.lid = port.attr.lid;
-    local.qpn = resources.qp->qp_num;
-    local.psn = random_psn();
-    local.gid = port.gid;
-    connect_to_peer(resources, port, options, local);
+    connect_to_peer(resources, opened, options);
 
     PingPongPlan plan;
     plan.size = options.size;

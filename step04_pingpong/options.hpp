@@ -27,8 +27,11 @@ struct Options {
     std::size_t size = 4096;
     int rx_depth = 500;
     int tx_depth = 16;
-    int gid_index = -1;  // -1: chosen as in step 01
-    int mtu = 1024;      // as ibv_rc_pingpong; 0 would mean the port's active MTU
+    int gid_index = -1;     // -1: chosen as in step 01
+    int service_level = 0;  // -l/--sl: the SL in the address vector
+    int traffic_class = 0;  // --tclass: the GRH's traffic class (DSCP and ECN bits)
+    int pkey_index = 0;     // --pkey-index: the P_Key table entry at INIT
+    int mtu = 1024;         // as ibv_rc_pingpong; 0 would mean the port's active MTU
     int tcp_port = 18515;
     std::string bind_address;  // server: empty means every address
     int timeout_seconds = 10;
@@ -50,6 +53,9 @@ struct Options {
            "  -d, --ib-dev=NAME    use this device (default: the first one found)\n"
            "  -i, --ib-port=N      use this port, 1-255 (default 1)\n"
            "  -g, --gid-idx=N      use this GID index (default: chosen as in step 01)\n"
+           "  -l, --sl=N           service level, 0-15 (default 0)\n"
+           "      --tclass=N       traffic class, 0-255: DSCP << 2 | ECN (default 0)\n"
+           "      --pkey-index=N   P_Key table index (default 0)\n"
            "  -s, --size=BYTES     message size, 1-1073741824 (default 4096)\n"
            "  -n, --iters=N        measured iterations, 1-100000000 (default 1000)\n"
            "  -r, --rx-depth=N     receive queue depth, 1-16777216 (default 500)\n"
@@ -75,7 +81,16 @@ struct Options {
            "5 no such device or port, 6 peer or protocol error, 7 timeout, 130 interrupted\n";
 }
 
-enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptWarmup, kOptCheck, kOptLatency, kOptPlain };
+enum LongOnlyOption {
+    kOptBind = 256,
+    kOptTimeout,
+    kOptWarmup,
+    kOptCheck,
+    kOptLatency,
+    kOptPlain,
+    kOptTclass,
+    kOptPkeyIndex
+};
 
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
 inline void apply_option(Options& options, int c, std::string_view value) {
@@ -96,6 +111,15 @@ inline void apply_option(Options& options, int c, std::string_view value) {
             break;
         case 'g':
             options.gid_index = static_cast<int>(parse_number(value, "--gid-idx", 0, 255));
+            break;
+        case 'l':
+            options.service_level = static_cast<int>(parse_number(value, "--sl", 0, 15));
+            break;
+        case kOptTclass:
+            options.traffic_class = static_cast<int>(parse_number(value, "--tclass", 0, 255));
+            break;
+        case kOptPkeyIndex:
+            options.pkey_index = static_cast<int>(parse_number(value, "--pkey-index", 0, 65535));
             break;
         case 'm':
             options.mtu = static_cast<int>(parse_number(value, "--mtu", 256, 4096));
@@ -130,6 +154,9 @@ inline void apply_option(Options& options, int c, std::string_view value) {
                                           {"rx-depth", required_argument, nullptr, 'r'},
                                           {"tx-depth", required_argument, nullptr, 't'},
                                           {"gid-idx", required_argument, nullptr, 'g'},
+                                          {"sl", required_argument, nullptr, 'l'},
+                                          {"tclass", required_argument, nullptr, kOptTclass},
+                                          {"pkey-index", required_argument, nullptr, kOptPkeyIndex},
                                           {"mtu", required_argument, nullptr, 'm'},
                                           {"port", required_argument, nullptr, 'p'},
                                           {"bind", required_argument, nullptr, kOptBind},
@@ -143,7 +170,7 @@ inline void apply_option(Options& options, int c, std::string_view value) {
                                           {nullptr, 0, nullptr, 0}};
     Options options;
     const auto operands =
-        parse_command_line(argc, argv, ":d:i:s:r:t:g:m:p:n:h", long_options, 1,
+        parse_command_line(argc, argv, ":d:i:s:r:t:g:l:m:p:n:h", long_options, 1,
                            [&](int c, std::string_view value) { apply_option(options, c, value); });
     if (!operands.empty()) { options.host = operands[0]; }
     if (!options.host.empty() && !options.bind_address.empty()) {

@@ -196,7 +196,8 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
                                 static_cast<std::uint32_t>(options.tx_depth),
                                 static_cast<std::uint32_t>(options.rx_depth), caps);
     // RESET -> INIT: bind the QP to a port and P_Key; no remote access is allowed yet.
-    ibv_qp_attr attr = init_attributes(options.ib_port);
+    ibv_qp_attr attr =
+        init_attributes(options.ib_port, static_cast<std::uint16_t>(options.pkey_index));
     modify_qp(resources.qp.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
     query_queue_pair(resources.qp.get(), caps);
     return caps;

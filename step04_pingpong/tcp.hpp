@@ -7,17 +7,20 @@
 
 #include <infiniband/verbs.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -131,6 +134,30 @@ inline int poll_unless_stopped(pollfd& entry, std::chrono::nanoseconds timeout) 
                 NI_NUMERICHOST | NI_NUMERICSERV);
     return std::string(std::strchr(host, ':') != nullptr ? "[" : "") + host +
            (std::strchr(host, ':') != nullptr ? "]" : "") + ":" + service;
+}
+
+// The socket's own address, as a RoCE v2 GID holds it: an IPv4 address as ::ffff:a.b.c.d, an IPv6
+// address as it is. Nothing for another family, or when getsockname fails. From step 03 on, the
+// GID is chosen by it: it is the address the peer already reaches us on.
+[[nodiscard]] inline std::optional<std::array<std::uint8_t, 16>> local_address_bytes(
+    const Socket& socket) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    if (getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+        return std::nullopt;
+    }
+    std::array<std::uint8_t, 16> bytes{};
+    if (address.ss_family == AF_INET) {
+        bytes[10] = 0xff;
+        bytes[11] = 0xff;
+        std::memcpy(&bytes[12], &reinterpret_cast<const sockaddr_in*>(&address)->sin_addr, 4);
+        return bytes;
+    }
+    if (address.ss_family == AF_INET6) {
+        std::memcpy(bytes.data(), &reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr, 16);
+        return bytes;
+    }
+    return std::nullopt;
 }
 
 struct AddressList {

@@ -216,6 +216,8 @@ void send_handshake(const Socket& peer, const PeerInfo& mine, std::chrono::secon
 // "done", so the server may send as soon as it reads it.
 void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
                          const std::string& server_name, const HandshakeSettings& settings) {
+    // step03's rule: the GID that holds this connection's local address.
+    endpoint.use_local_address(local_address_bytes(server));
     if (settings.format == HandshakeFormat::rc_pingpong) {
         // One send() for the whole message: ibv_rc_pingpong's server takes it in a single read().
         send_all(server, format_wire_message(endpoint.local_info()), settings.timeout,
@@ -237,6 +239,8 @@ void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
 // connects before it answers: the client may send right after it has our address.
 void handshake_as_server(RDMAEndpoint& endpoint, const Socket& client,
                          const std::string& client_name, const HandshakeSettings& settings) {
+    // step03's rule: the GID that holds this connection's local address.
+    endpoint.use_local_address(local_address_bytes(client));
     if (settings.format == HandshakeFormat::rc_pingpong) {
         connect_rc_pingpong(endpoint, receive_endpoint_info(client, client_name, settings.timeout));
         send_all(client, format_wire_message(endpoint.local_info()), settings.timeout,

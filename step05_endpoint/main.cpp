@@ -33,9 +33,8 @@ void run(const Options& options) {
     const Device device(device_config(options));
     RDMAEndpoint endpoint(device, endpoint_config(options));
     if (options.verbose) {
-        std::printf("device %s, port %d, GID index %d, max inline %u bytes\n",
-                    device.name().c_str(), options.ib_port, device.local_port().gid_index,
-                    endpoint.max_inline_data());
+        std::printf("device %s, port %d, max inline %u bytes\n", device.name().c_str(),
+                    options.ib_port, endpoint.max_inline_data());
     }
     // Receives are posted in INIT, before the peer can send anything.
     const bool server = options.host.empty();
@@ -54,6 +53,7 @@ void run(const Options& options) {
         connect_to_peer(endpoint, options.host, static_cast<std::uint16_t>(options.tcp_port),
                         handshake_settings(options));
     }
+    std::printf("%s\n", gid_choice_line(endpoint.local_port()).c_str());
     print_address("local address: ", endpoint.local_info());
     print_address("remote address:", *endpoint.remote_info());
     if (options.op != Operation::pingpong && options.verbose) {
@@ -75,7 +75,12 @@ void run(const Options& options) {
 
 //! [setup]
 DeviceConfig device_config(const Options& options) {
-    return {options.device_name, static_cast<std::uint8_t>(options.ib_port), options.gid_index};
+    return {options.device_name,
+            static_cast<std::uint8_t>(options.ib_port),
+            options.gid_index,
+            static_cast<std::uint8_t>(options.service_level),
+            static_cast<std::uint8_t>(options.traffic_class),
+            static_cast<std::uint16_t>(options.pkey_index)};
 }
 
 EndpointConfig endpoint_config(const Options& options) {

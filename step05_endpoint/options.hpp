@@ -30,8 +30,11 @@ struct Options {
     std::size_t size = 4096;
     int rx_depth = 500;
     int tx_depth = 16;
-    int gid_index = -1;  // -1: chosen as in step 01
-    int mtu = 1024;      // as ibv_rc_pingpong
+    int gid_index = -1;     // -1: chosen as in step 01
+    int service_level = 0;  // -l/--sl: the SL in the address vector
+    int traffic_class = 0;  // --tclass: the GRH's traffic class (DSCP and ECN bits)
+    int pkey_index = 0;     // --pkey-index: the P_Key table entry at INIT
+    int mtu = 1024;         // as ibv_rc_pingpong
     int tcp_port = 18515;
     std::string bind_address;  // server: empty means every address
     int timeout_seconds = 10;
@@ -52,6 +55,9 @@ options:
   -d, --ib-dev=DEV        use RDMA device DEV (default: the first one)
   -i, --ib-port=PORT      use port PORT of the device (default 1)
   -g, --gid-idx=INDEX     use GID INDEX (default: chosen automatically)
+  -l, --sl=N              service level, 0-15 (default 0)
+      --tclass=N          traffic class, 0-255: DSCP << 2 | ECN (default 0)
+      --pkey-index=N      P_Key table index (default 0)
   -s, --size=BYTES        message size (default 4096)
   -n, --iters=N           number of iterations (default 1000)
   -m, --mtu=MTU           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
@@ -72,7 +78,15 @@ exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no provider,
 )";
 }
 
-enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptCheck, kOptOp, kOptCompat };
+enum LongOnlyOption {
+    kOptBind = 256,
+    kOptTimeout,
+    kOptCheck,
+    kOptOp,
+    kOptCompat,
+    kOptTclass,
+    kOptPkeyIndex
+};
 
 [[nodiscard]] inline Operation parse_operation(std::string_view text) {
     for (const auto& [name, op] :
@@ -118,6 +132,15 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case 'g':
             options.gid_index = static_cast<int>(parse_number(value, "--gid-idx", 0, 255));
             break;
+        case 'l':
+            options.service_level = static_cast<int>(parse_number(value, "--sl", 0, 15));
+            break;
+        case kOptTclass:
+            options.traffic_class = static_cast<int>(parse_number(value, "--tclass", 0, 255));
+            break;
+        case kOptPkeyIndex:
+            options.pkey_index = static_cast<int>(parse_number(value, "--pkey-index", 0, 65535));
+            break;
         case 'm':
             options.mtu = static_cast<int>(parse_number(value, "--mtu", 256, 4096));
             if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
@@ -148,6 +171,9 @@ inline void apply_option(Options& options, int c, std::string_view value) {
                                           {"rx-depth", required_argument, nullptr, 'r'},
                                           {"tx-depth", required_argument, nullptr, 't'},
                                           {"gid-idx", required_argument, nullptr, 'g'},
+                                          {"sl", required_argument, nullptr, 'l'},
+                                          {"tclass", required_argument, nullptr, kOptTclass},
+                                          {"pkey-index", required_argument, nullptr, kOptPkeyIndex},
                                           {"mtu", required_argument, nullptr, 'm'},
                                           {"port", required_argument, nullptr, 'p'},
                                           {"bind", required_argument, nullptr, kOptBind},
@@ -161,7 +187,7 @@ inline void apply_option(Options& options, int c, std::string_view value) {
                                           {nullptr, 0, nullptr, 0}};
     Options options;
     const auto operands =
-        parse_command_line(argc, argv, ":d:i:s:r:t:g:m:p:n:vh", long_options, 1,
+        parse_command_line(argc, argv, ":d:i:s:r:t:g:l:m:p:n:vh", long_options, 1,
                            [&](int c, std::string_view value) { apply_option(options, c, value); });
     if (!operands.empty()) { options.host = operands[0]; }
     check_option_combinations(options);

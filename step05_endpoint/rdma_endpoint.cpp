@@ -77,20 +77,34 @@ namespace {
 //! [open]
 // step04's open_and_check (the device list, the named device, its context, a port that exists)
 // and query_local_port (the GID, -g or choose_gid); then the PD that every endpoint shares.
-Device::Device(const DeviceConfig& config) : port_(config.port) {
+Device::Device(const DeviceConfig& config) : port_(config.port), gid_index_(config.gid_index) {
     opened_ = open_and_check(device_list_, context_, config.device_name, port_);
-    local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt);
+    local_ = query_local_port(context_.get(), port_, config.gid_index, opened_.attr.phys_port_cnt,
+                              std::nullopt);
+    check_pkey_index(local_.attr, port_, config.pkey_index);
+    local_.service_level = config.service_level;
+    local_.traffic_class = config.traffic_class;
+    local_.pkey_index = config.pkey_index;
     pd_.reset(ibv_alloc_pd(context_.get()));
     if (!pd_) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
 }
 //! [open]
+
+LocalPort Device::local_port_for(const std::optional<GidBytes>& local_address) const {
+    LocalPort port = query_local_port(context_.get(), port_, gid_index_, opened_.attr.phys_port_cnt,
+                                      local_address);
+    port.service_level = local_.service_level;
+    port.traffic_class = local_.traffic_class;
+    port.pkey_index = local_.pkey_index;
+    return port;
+}
 
 // ====================================================================== the endpoint
 
 //! [constructor]
 // step04's build_resources on a shared Device: the limits, the buffer, MR, CQ and QP, INIT.
 RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
-    : device_(&device), config_(config) {
+    : device_(&device), config_(config), local_port_(device.local_port()) {
     if (config.buffer_size == 0 || config.tx_depth == 0 || config.rx_depth == 0) {
         throw TutorialError(kExitUsage, "buffer size, tx depth and rx depth must be at least 1");
     }
@@ -119,6 +133,7 @@ RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
       psn_(other.psn_),
       max_inline_data_(other.max_inline_data_),
       read_depth_(other.read_depth_),
+      local_port_(other.local_port_),
       remote_(std::exchange(other.remote_, std::nullopt)),
       stash_(std::move(other.stash_)),
       buffer_(std::move(other.buffer_)),
@@ -165,7 +180,7 @@ void RDMAEndpoint::create_queues() {
     if (!cq_) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
     qp_ = create_rc_qp(device_->pd(), cq_.get(), config_.tx_depth, config_.rx_depth);
     // RESET -> INIT: the QP's remote access is the MR's, so that one-sided peers get in.
-    ibv_qp_attr attr = init_attributes(device_->port());
+    ibv_qp_attr attr = init_attributes(device_->port(), local_port_.pkey_index);
     attr.qp_access_flags = config_.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                              IBV_ACCESS_REMOTE_ATOMIC);
     modify_qp(qp_.get(), attr, IBV_QPS_RESET, IBV_QPS_INIT);
@@ -175,10 +190,10 @@ void RDMAEndpoint::create_queues() {
 
 PeerInfo RDMAEndpoint::local_info() const {
     PeerInfo info;
-    info.lid = device_->port_attr().lid;
+    info.lid = local_port_.attr.lid;
     info.qpn = qp_->qp_num;
     info.psn = psn_;
-    info.gid = device_->local_port().gid;
+    info.gid = local_port_.gid;
     info.mtu = mtu_;
     info.addr = reinterpret_cast<std::uintptr_t>(buffer_.get());
     info.rkey =
@@ -188,6 +203,12 @@ PeerInfo RDMAEndpoint::local_info() const {
     return info;
 }
 
+void RDMAEndpoint::use_local_address(const std::optional<GidBytes>& local_address) {
+    if (remote_ || !qp_)
+        throw std::logic_error("use_local_address: the endpoint is connected, or moved from");
+    local_port_ = device_->local_port_for(local_address);
+}
+
 //! [connect]
 // step03's connect_qp: RTR towards the peer, then RTS. Both sides take the smaller path MTU and
 // RDMA READ depth, so that they agree without another round trip.
@@ -195,7 +216,7 @@ void RDMAEndpoint::connect(const PeerInfo& remote) {
     if (remote_ || !qp_)
         throw std::logic_error("connect: the endpoint is connected, or moved from");
     const ibv_mtu path_mtu = std::min(mtu_, remote.mtu);
-    connect_qp(qp_.get(), device_->local_port(), device_->port(), path_mtu, psn_, remote,
+    connect_qp(qp_.get(), local_port_, device_->port(), path_mtu, psn_, remote,
                std::min(read_depth_, remote.read_depth));
     mtu_ = path_mtu;
     remote_ = remote;

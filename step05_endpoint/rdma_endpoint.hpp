@@ -62,9 +62,12 @@ struct PeerInfo : QpEndpointInfo {
 
 /// \brief Which device Device opens: the options -d, -i and -g.
 struct DeviceConfig {
-    std::string device_name;  ///< empty: the first device
-    std::uint8_t port = 1;    ///< the port number, from 1
-    int gid_index = -1;       ///< negative: choose_gid() over the port's table
+    std::string device_name;         ///< empty: the first device
+    std::uint8_t port = 1;           ///< the port number, from 1
+    int gid_index = -1;              ///< negative: choose_gid() over the port's table
+    std::uint8_t service_level = 0;  ///< -l/--sl: the SL in each QP's address vector
+    std::uint8_t traffic_class = 0;  ///< --tclass: the GRH's traffic class (DSCP and ECN bits)
+    std::uint16_t pkey_index = 0;    ///< --pkey-index: the P_Key table entry at INIT
 };
 
 /// \brief An opened device that endpoints share: the device list, the context and one protection
@@ -93,9 +96,13 @@ class Device {
     /// \brief The port's attributes and the GID index in use, as step04's query_local_port()
     /// found them.
     [[nodiscard]] const LocalPort& local_port() const noexcept { return local_; }
+    /// \brief The port as a connection through this local address uses it: step03's choice of
+    /// GID by the TCP connection's local address (-g still wins), with the fabric controls.
+    [[nodiscard]] LocalPort local_port_for(const std::optional<GidBytes>& local_address) const;
 
   private:
     std::uint8_t port_ = 1;
+    int gid_index_ = -1;   // -g, or negative
     OpenedDevice opened_;  // step04's open_and_check: the name and the device's attributes
     LocalPort local_;      // step04's query_local_port: the port's attributes and the GID
     //! [device-members]
@@ -147,6 +154,14 @@ class RDMAEndpoint {
     /// MR grants no remote access) and the RDMA READ depth. message_size and iterations are 0:
     /// the handshake fills them in.
     [[nodiscard]] PeerInfo local_info() const;
+
+    /// \brief Chooses this connection's source GID by the TCP connection's local address, as
+    /// step03 does (-g still wins); the handshake calls it once the socket is connected.
+    /// \throws std::logic_error once connected, or on a moved-from endpoint
+    void use_local_address(const std::optional<GidBytes>& local_address);
+    /// \brief The port as this endpoint uses it: the GID, the rule that chose it, the fabric
+    /// controls.
+    [[nodiscard]] const LocalPort& local_port() const noexcept { return local_port_; }
 
     /// \brief Moves the QP to RTR then RTS towards \p remote, with the smaller MTU and READ depth
     /// of both sides.
@@ -298,6 +313,7 @@ class RDMAEndpoint {
     std::uint32_t psn_ = 0;
     std::uint32_t max_inline_data_ = 0;
     std::uint8_t read_depth_ = 1;
+    LocalPort local_port_;  // the Device's, then the one use_local_address() chose
     std::optional<PeerInfo> remote_;
     std::deque<ibv_wc> stash_;  // completions found while waiting for another wr_id, in CQ order
 

@@ -265,6 +265,7 @@ int run_client(const Options& o) {
     // stays open: the server closes it when it ends the session.
     const Socket server = connect_to_peer(ep, o.host, o.tcp_port, handshake_settings(o));
     const PeerInfo remote = *ep.remote_info();
+    std::printf("%s\n", gid_choice_line(ep.local_port()).c_str());
     print_address("local", ep.local_info());
     print_address("remote", remote);
     std::fflush(stdout);

@@ -130,15 +130,54 @@ inline void check_port(const std::string& device, int port, int port_count) {
 }
 
 // What the peer needs to reach us, besides the QPN: the port's LID, link layer and MTU, and the
-// GID index, chosen as in step 01 or given with -g.
+// GID index with the rule that chose it. Then this side's fabric controls for the path (-l,
+// --tclass, --pkey-index): the P_Key index goes into INIT, the service level and the traffic class
+// into the address vector at RTR.
 struct LocalPort {
     ibv_port_attr attr{};
     int gid_index = 0;
     GidBytes gid{};
+    std::string gid_rule;  // -g, the TCP connection's local address, or step 01's rule
+    std::uint8_t service_level = 0;
+    std::uint8_t traffic_class = 0;
+    std::uint16_t pkey_index = 0;
 };
 
+// step03's choice: the RoCE v2 entry that holds the TCP connection's local address.
+[[nodiscard]] inline std::optional<std::uint32_t> gid_with_address(std::span<const GidEntry> table,
+                                                                   const GidBytes& address) {
+    for (const GidEntry& entry : table) {
+        if (entry.type == IBV_GID_TYPE_ROCE_V2 && entry.gid == address) { return entry.index; }
+    }
+    return std::nullopt;
+}
+
+// -g wins; then the entry with the TCP connection's local address; then step 01's rule.
+[[nodiscard]] inline std::optional<std::uint32_t> choose_source_gid(
+    std::span<const GidEntry> table, int gid_index, const std::optional<GidBytes>& local_address,
+    std::string& rule) {
+    if (gid_index >= 0) {
+        rule = "given with -g";
+        return static_cast<std::uint32_t>(gid_index);
+    }
+    if (local_address) {
+        if (const auto index = gid_with_address(table, *local_address)) {
+            rule = "the TCP connection's local address";
+            return index;
+        }
+        rule = "no RoCE v2 GID holds the TCP connection's local address " +
+               format_gid(*local_address) + ": step 01's rule";
+    } else {
+        rule = "step 01's rule";
+    }
+    return choose_gid(table);
+}
+
+// local_address: the TCP connection's own address (tcp.hpp's local_address_bytes), once there is
+// one; nothing before.
 [[nodiscard]] inline LocalPort query_local_port(ibv_context* context, int ib_port, int gid_index,
-                                                int port_count) {
+                                                int port_count,
+                                                const std::optional<GidBytes>& local_address) {
     LocalPort local;
     // ibv_query_port returns the error number itself: use it, not errno.
     if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(ib_port), &local.attr);
@@ -148,7 +187,7 @@ struct LocalPort {
     const std::vector<GidEntry> table =
         query_gid_table(context, ib_port, gid_table_size(context, port_count));
     const std::optional<std::uint32_t> index =
-        gid_index >= 0 ? std::optional<std::uint32_t>(gid_index) : choose_gid(table);
+        choose_source_gid(table, gid_index, local_address, local.gid_rule);
     const auto entry = std::find_if(table.begin(), table.end(),
                                     [&](const GidEntry& e) { return index && e.index == *index; });
     if (entry != table.end()) {
@@ -166,4 +205,19 @@ struct LocalPort {
     return local;
 }
 
+// "GID index 1 (::ffff:10.0.2.1): the TCP connection's local address", for the programs' output.
+[[nodiscard]] inline std::string gid_choice_line(const LocalPort& port) {
+    return "GID index " + std::to_string(port.gid_index) + " (" + format_gid(port.gid) +
+           "): " + port.gid_rule;
+}
+
+// --pkey-index names an entry of the port's P_Key table: one beyond it is refused, with the limit.
+inline void check_pkey_index(const ibv_port_attr& attr, int ib_port, int pkey_index) {
+    if (pkey_index < attr.pkey_tbl_len) { return; }
+    throw TutorialError(kExitUsage,
+                        "--pkey-index " + std::to_string(pkey_index) + " is beyond port " +
+                            std::to_string(ib_port) + "'s P_Key table, whose pkey_tbl_len is " +
+                            std::to_string(attr.pkey_tbl_len),
+                        "ibv_devinfo -v shows pkey_tbl_len; index 0 holds the default partition");
+}
 }  // namespace tutorial

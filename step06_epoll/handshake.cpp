@@ -184,6 +184,8 @@ void send_handshake(const Socket& peer, const PeerInfo& mine, std::chrono::secon
 
 void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
                          const HandshakeSettings& settings) {
+    // step03's rule: the GID that holds this connection's local address.
+    endpoint.use_local_address(local_address_bytes(server));
     const PeerInfo mine = with_run(endpoint.local_info(), settings);
     send_handshake(server, mine, settings.timeout);
     const PeerInfo remote = decode_handshake_v3(receive_handshake(server, settings.timeout));

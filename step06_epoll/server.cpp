@@ -143,6 +143,7 @@ void Server::on_async_event() {
 std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     s.endpoint = std::make_unique<RDMAEndpoint>(device_, endpoint_config(o_, true));
     RDMAEndpoint& ep = *s.endpoint;
+    ep.use_local_address(local_address_bytes(s.socket));  // step03's rule: this client's GID
     if (s.format == HandshakeFormat::v3) {
         if (std::string mismatch = describe_run_mismatch(
                 with_run(ep.local_info(), handshake_settings(o_)), remote, true);
@@ -167,6 +168,7 @@ std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     watch(ep.channel_fd(), tag(s.id, kChannel));
     answer(s);
     if (o_.verbose) {
+        std::printf("%s\n", gid_choice_line(ep.local_port()).c_str());
         print_address("local", ep.local_info());
         print_address("remote", remote);
     }

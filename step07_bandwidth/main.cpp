@@ -64,6 +64,7 @@ void run(const Options& options) {
         }
     }
     for (const RDMAEndpoint& endpoint : endpoints) {  // ib_write_bw prints these lines too
+        std::printf("%s\n", gid_choice_line(endpoint.local_port()).c_str());
         print_address("local address: ", endpoint.local_info());
         print_address("remote address:", *endpoint.remote_info());
     }
@@ -77,7 +78,12 @@ void run(const Options& options) {
 
 //! [setup]
 DeviceConfig device_config(const Options& options) {
-    return {options.device_name, static_cast<std::uint8_t>(options.ib_port), options.gid_index};
+    return {options.device_name,
+            static_cast<std::uint8_t>(options.ib_port),
+            options.gid_index,
+            static_cast<std::uint8_t>(options.service_level),
+            static_cast<std::uint8_t>(options.traffic_class),
+            static_cast<std::uint16_t>(options.pkey_index)};
 }
 
 // The client's send queue holds the window; its CQ (tx + rx entries) holds every signaled one.

@@ -38,6 +38,9 @@ struct Options {
     int inline_size = 0;      // -I: 0 = off
     bool all_sizes = false;   // -a
     int gid_index = -1;       // -1: chosen as in step 01
+    int service_level = 0;    // -S/--sl: the SL in the address vector
+    int traffic_class = 0;    // --tclass: the GRH's traffic class (DSCP and ECN bits)
+    int pkey_index = 0;       // --pkey-index: the P_Key table entry at INIT
     int mtu = 0;              // 0: the port's active MTU, as perftest
     int tcp_port = 18515;
     std::string bind_address;  // server: empty means every address
@@ -55,6 +58,9 @@ options:
   -d, --ib-dev=DEV        use RDMA device DEV (default: the first one)
   -i, --ib-port=PORT      use port PORT of the device (default 1)
   -g, --gid-idx=INDEX     use GID INDEX (default: chosen automatically)
+  -S, --sl=N              service level, 0-15 (default 0)
+      --tclass=N          traffic class, 0-255: DSCP << 2 | ECN (default 0)
+      --pkey-index=N      P_Key table index (default 0)
   -s, --size=BYTES        message size (default 65536); with -a, the largest size
   -n, --iters=N           messages per QP (default 5000)
   -D, --duration=SECONDS  run for SECONDS instead: the count is measured, not agreed
@@ -77,7 +83,7 @@ exit status: 0 ok, 1 RDMA error, 2 usage, 3 no device, 4 no provider,
 )";
 }
 
-enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptOp };
+enum LongOnlyOption { kOptBind = 256, kOptTimeout, kOptOp, kOptTclass, kOptPkeyIndex };
 
 [[nodiscard]] inline Operation parse_operation(std::string_view text) {
     if (text == "write") return Operation::write;
@@ -127,6 +133,9 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case 'I': options.inline_size = number("--inline-size", 0, 4096); break;
         case 'a': options.all_sizes = true; break;
         case 'g': options.gid_index = number("--gid-idx", 0, 255); break;
+        case 'S': options.service_level = number("--sl", 0, 15); break;
+        case kOptTclass: options.traffic_class = number("--tclass", 0, 255); break;
+        case kOptPkeyIndex: options.pkey_index = number("--pkey-index", 0, 65535); break;
         case 'm':
             options.mtu = number("--mtu", 256, 4096);
             if ((options.mtu & (options.mtu - 1)) != 0) {  // a power of two from 256 to 4096
@@ -146,6 +155,9 @@ inline void apply_option(Options& options, int c, std::string_view value) {
     static const option long_options[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                           {"ib-port", required_argument, nullptr, 'i'},
                                           {"gid-idx", required_argument, nullptr, 'g'},
+                                          {"sl", required_argument, nullptr, 'S'},
+                                          {"tclass", required_argument, nullptr, kOptTclass},
+                                          {"pkey-index", required_argument, nullptr, kOptPkeyIndex},
                                           {"size", required_argument, nullptr, 's'},
                                           {"iters", required_argument, nullptr, 'n'},
                                           {"duration", required_argument, nullptr, 'D'},
@@ -164,7 +176,7 @@ inline void apply_option(Options& options, int c, std::string_view value) {
                                           {nullptr, 0, nullptr, 0}};
     Options options;
     const auto operands =
-        parse_command_line(argc, argv, ":d:i:g:s:n:D:t:Q:l:q:I:am:p:h", long_options, 1,
+        parse_command_line(argc, argv, ":d:i:g:S:s:n:D:t:Q:l:q:I:am:p:h", long_options, 1,
                            [&](int c, std::string_view value) { apply_option(options, c, value); });
     if (!operands.empty()) { options.host = operands[0]; }
     check_option_combinations(options);

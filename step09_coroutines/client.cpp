@@ -162,6 +162,7 @@ int run_client(const Options& o) {
     // the client has no other coroutine to run yet.
     const Socket server = connect_to_peer(
         ep.endpoint(), o.host, static_cast<std::uint16_t>(o.tcp_port), handshake_settings(o));
+    std::printf("%s\n", gid_choice_line(ep.endpoint().local_port()).c_str());
     print_address("local", ep.endpoint().local_info());
     print_address("remote", *ep.endpoint().remote_info());
     std::fflush(stdout);

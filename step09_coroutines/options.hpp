@@ -24,6 +24,9 @@ struct Options {
     std::string device_name;  // empty: the first device
     int ib_port = 1;
     int gid_index = -1;
+    int service_level = 0;  // -l/--sl: the SL in the address vector
+    int traffic_class = 0;  // --tclass: the GRH's traffic class (DSCP and ECN bits)
+    int pkey_index = 0;     // --pkey-index: the P_Key table entry at INIT
     std::size_t size = 4096;
     std::uint32_t iters = 1000;
     int mtu = 1024;
@@ -52,6 +55,9 @@ struct Options {
   -d, --ib-dev=DEV       use RDMA device DEV (default: the first one)
   -i, --ib-port=PORT     use port PORT of the device (default 1)
   -g, --gid-idx=IDX      use GID index IDX (default: chosen automatically)
+  -l, --sl=N             service level, 0-15 (default 0)
+      --tclass=N         traffic class, 0-255: DSCP << 2 | ECN (default 0)
+      --pkey-index=N     P_Key table index (default 0)
   -s, --size=BYTES       message size (default 4096)
   -n, --iters=N          messages per client (default 1000)
   -m, --mtu=MTU          path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
@@ -78,12 +84,17 @@ enum LongOnlyOption : int {
     kOptCheck,
     kOptExitAfter,
     kOptSafetyMs,
-    kOptRate
+    kOptRate,
+    kOptTclass,
+    kOptPkeyIndex
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
                                       {"ib-port", required_argument, nullptr, 'i'},
                                       {"gid-idx", required_argument, nullptr, 'g'},
+                                      {"sl", required_argument, nullptr, 'l'},
+                                      {"tclass", required_argument, nullptr, kOptTclass},
+                                      {"pkey-index", required_argument, nullptr, kOptPkeyIndex},
                                       {"size", required_argument, nullptr, 's'},
                                       {"iters", required_argument, nullptr, 'n'},
                                       {"mtu", required_argument, nullptr, 'm'},
@@ -106,6 +117,13 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case 'd': o.device_name = arg; break;
         case 'i': o.ib_port = static_cast<int>(parse_number(arg, "--ib-port", 1, 255)); break;
         case 'g': o.gid_index = static_cast<int>(parse_number(arg, "--gid-idx", 0, 255)); break;
+        case 'l': o.service_level = static_cast<int>(parse_number(arg, "--sl", 0, 15)); break;
+        case kOptTclass:
+            o.traffic_class = static_cast<int>(parse_number(arg, "--tclass", 0, 255));
+            break;
+        case kOptPkeyIndex:
+            o.pkey_index = static_cast<int>(parse_number(arg, "--pkey-index", 0, 65535));
+            break;
         case 's':
             o.size = static_cast<std::size_t>(parse_number(arg, "--size", 1, kMaxBufferSize));
             break;
@@ -159,7 +177,7 @@ inline void check_option_combinations(const Options& o) {
 inline Options parse_options(int argc, char** argv) {
     Options o;
     const auto operands =
-        parse_command_line(argc, argv, ":d:i:g:s:n:m:r:t:p:vh", kLongOptions, 1,
+        parse_command_line(argc, argv, ":d:i:g:l:s:n:m:r:t:p:vh", kLongOptions, 1,
                            [&](int c, std::string_view arg) { apply_option(o, c, arg); });
     if (!operands.empty()) { o.host = operands[0]; }
     check_option_combinations(o);

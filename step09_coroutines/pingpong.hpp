@@ -20,7 +20,12 @@
 namespace tutorial {
 
 inline DeviceConfig device_config(const Options& o) {
-    return {o.device_name, static_cast<std::uint8_t>(o.ib_port), o.gid_index};
+    return {o.device_name,
+            static_cast<std::uint8_t>(o.ib_port),
+            o.gid_index,
+            static_cast<std::uint8_t>(o.service_level),
+            static_cast<std::uint8_t>(o.traffic_class),
+            static_cast<std::uint16_t>(o.pkey_index)};
 }
 
 inline EndpointConfig endpoint_config(const Options& o, bool channel) {

@@ -47,10 +47,12 @@ inline constexpr std::uint8_t kRnrRetry =
     7;  // 7 means "retry for ever" on a receiver-not-ready NAK
 inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 
-[[nodiscard]] inline ibv_qp_attr init_attributes(int ib_port) {
+// pkey_index: the entry of the port's P_Key table (the partition) this QP belongs to; 0 unless
+// --pkey-index. Both sides' partitions must match.
+[[nodiscard]] inline ibv_qp_attr init_attributes(int ib_port, std::uint16_t pkey_index) {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
+    attr.pkey_index = pkey_index;
     attr.port_num = static_cast<std::uint8_t>(ib_port);
     attr.qp_access_flags = 0;  // two-sided SEND/RECV only: the peer may not touch our memory
     return attr;
@@ -60,7 +62,8 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 // fields: the remote GID and our source GID index. On InfiniBand the LID routes inside the
 // subnet; a GRH is added only when the peer sent a GID (as ibv_rc_pingpong does).
 [[nodiscard]] inline ibv_qp_attr rtr_attributes(const QpEndpointInfo& remote, ibv_mtu path_mtu,
-                                                bool ethernet, int sgid_index, int ib_port) {
+                                                const LocalPort& port, int ib_port) {
+    const bool ethernet = port.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_RTR;
     attr.path_mtu = path_mtu;
@@ -69,14 +72,16 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     attr.max_dest_rd_atomic = 1;
     attr.min_rnr_timer = kMinRnrTimer;
     attr.ah_attr.dlid = remote.lid;
-    attr.ah_attr.sl = 0;
+    attr.ah_attr.sl = port.service_level;  // the virtual lane on IB; the VLAN priority on RoCE
     attr.ah_attr.src_path_bits = 0;
     attr.ah_attr.port_num = static_cast<std::uint8_t>(ib_port);
     if (ethernet || !is_zero_gid(remote.gid)) {
         attr.ah_attr.is_global = 1;
         attr.ah_attr.grh.hop_limit = 1;
         std::memcpy(attr.ah_attr.grh.dgid.raw, remote.gid.data(), remote.gid.size());
-        attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(sgid_index);
+        attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
+        // The DSCP and ECN bits: RoCE v2 copies them into the IP header's TOS byte.
+        attr.ah_attr.grh.traffic_class = port.traffic_class;
     }
     return attr;
 }
@@ -128,7 +133,7 @@ inline void connect_qp(ibv_qp* qp, const LocalPort& port, int ib_port, ibv_mtu p
         throw TutorialError(kExitPeer, "the peer sent GID :: (all zeros), but RoCE routes by GID",
                             "start the peer with a GID index (-g), e.g. ibv_rc_pingpong -g 1");
     }
-    ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, ethernet, port.gid_index, ib_port);
+    ibv_qp_attr rtr = rtr_attributes(remote, path_mtu, port, ib_port);
     rtr.max_dest_rd_atomic = read_depth;  // the peer's READs we serve at once
     modify_qp(qp, rtr, IBV_QPS_INIT, IBV_QPS_RTR);
     ibv_qp_attr rts = rts_attributes(local_psn);

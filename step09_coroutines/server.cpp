@@ -194,6 +194,7 @@ PeerInfo Server::parse_handshake(ClientSession& s) {
 /// answered first (so that it says so too), then rejected.
 void Server::start_rdma(ClientSession& s, PeerInfo remote) {
     RDMAEndpoint rdma(device_, async_endpoint_config(o_));
+    rdma.use_local_address(local_address_bytes(s.socket));  // step03's rule: this client's GID
     const std::string mismatch =
         s.format == HandshakeFormat::v3
             ? describe_run_mismatch(with_run(rdma.local_info(), handshake_settings(o_)), remote,
@@ -217,6 +218,7 @@ void Server::start_rdma(ClientSession& s, PeerInfo remote) {
     ep.endpoint().connect(remote);
     answer(s, ep.endpoint().local_info());
     if (o_.verbose) {
+        std::printf("%s\n", gid_choice_line(ep.endpoint().local_port()).c_str());
         print_address("local", ep.endpoint().local_info());
         print_address("remote", remote);
     }

@@ -34,10 +34,17 @@ TEST(Transitions, RtrSetsTheGrhOnEthernetWhateverTheGid) {
     remote.qpn = 0x22;
     remote.psn = 0x123456;
     remote.gid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // interface id 0
-    const ibv_qp_attr roce = rtr_attributes(remote, IBV_MTU_1024, true, 1, 1);
+    LocalPort port;
+    port.attr.link_layer = IBV_LINK_LAYER_ETHERNET;
+    port.gid_index = 1;
+    port.service_level = 3;
+    port.traffic_class = 0x6a;  // DSCP 26 (AF31), ECN 10 (ECT(0))
+    const ibv_qp_attr roce = rtr_attributes(remote, IBV_MTU_1024, port, 1);
     EXPECT_EQ(roce.ah_attr.is_global, 1);
     EXPECT_EQ(roce.ah_attr.grh.sgid_index, 1);
     EXPECT_EQ(roce.ah_attr.grh.hop_limit, 1);
+    EXPECT_EQ(roce.ah_attr.grh.traffic_class, 0x6a);
+    EXPECT_EQ(roce.ah_attr.sl, 3);
     EXPECT_EQ(std::memcmp(roce.ah_attr.grh.dgid.raw, remote.gid.data(), 16), 0);
     EXPECT_EQ(roce.dest_qp_num, 0x22u);
     EXPECT_EQ(roce.rq_psn, 0x123456u);
@@ -45,10 +52,53 @@ TEST(Transitions, RtrSetsTheGrhOnEthernetWhateverTheGid) {
     EXPECT_EQ(roce.ah_attr.port_num, 1);
     remote.lid = 7;
     remote.gid = {};  // InfiniBand inside a subnet: no GID, no GRH
-    const ibv_qp_attr ib = rtr_attributes(remote, IBV_MTU_2048, false, 0, 2);
+    port.attr.link_layer = IBV_LINK_LAYER_INFINIBAND;
+    port.gid_index = 0;
+    const ibv_qp_attr ib = rtr_attributes(remote, IBV_MTU_2048, port, 2);
     EXPECT_EQ(ib.ah_attr.is_global, 0);
     EXPECT_EQ(ib.ah_attr.dlid, 7);
     EXPECT_EQ(ib.ah_attr.port_num, 2);
+    EXPECT_EQ(ib.ah_attr.sl, 3);  // the virtual lane, which InfiniBand uses without a GRH
+}
+
+TEST(Transitions, InitTakesThePkeyIndex) {
+    EXPECT_EQ(init_attributes(1, 0).pkey_index, 0);
+    EXPECT_EQ(init_attributes(1, 3).pkey_index, 3);
+}
+
+// Two RoCE v2 IPv4 GIDs, as on a host with two addresses: the one the TCP connection uses wins.
+TEST(GidByRoute, TheConnectionsLocalAddressChoosesTheGid) {
+    const GidBytes first = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 1};
+    const GidBytes second = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 11};
+    const std::vector<GidEntry> table = {{0, {0xfe, 0x80}, IBV_GID_TYPE_ROCE_V2},
+                                         {1, first, IBV_GID_TYPE_ROCE_V2},
+                                         {2, first, IBV_GID_TYPE_ROCE_V1},
+                                         {3, second, IBV_GID_TYPE_ROCE_V2}};
+    std::string rule;
+    EXPECT_EQ(choose_source_gid(table, -1, second, rule), 3u);
+    EXPECT_EQ(rule, "the TCP connection's local address");
+    EXPECT_EQ(choose_source_gid(table, -1, first, rule), 1u);
+    const GidBytes loopback = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    EXPECT_EQ(choose_source_gid(table, -1, loopback, rule), 1u);  // step 01's rule
+    EXPECT_EQ(rule,
+              "no RoCE v2 GID holds the TCP connection's local address ::ffff:127.0.0.1: "
+              "step 01's rule");
+    EXPECT_EQ(choose_source_gid(table, 2, second, rule), 2u);  // -g wins
+    EXPECT_EQ(rule, "given with -g");
+}
+
+TEST(GidByRoute, APkeyIndexBeyondTheTableIsRefused) {
+    ibv_port_attr attr{};
+    attr.pkey_tbl_len = 1;
+    EXPECT_NO_THROW(check_pkey_index(attr, 1, 0));
+    try {
+        check_pkey_index(attr, 1, 1);
+        ADD_FAILURE() << "no error";
+    } catch (const TutorialError& error) {
+        EXPECT_EQ(error.exit_code(), kExitUsage);
+        EXPECT_STREQ(error.what(),
+                     "--pkey-index 1 is beyond port 1's P_Key table, whose pkey_tbl_len is 1");
+    }
 }
 
 TEST(Transitions, RtsBoundsTheRetries) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 
 namespace tutorial {
 
@@ -27,7 +28,9 @@ namespace tutorial {
 class WorkCompletionError : public TutorialError {
   public:
     /// \param wc the failed completion, copied
-    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \param receive whether it was a receive: in a failed completion the opcode is undefined
+    ///        (ibv_poll_cq(3)), so the caller tells from the wr_id; the hint depends on it
+    WorkCompletionError(const ibv_wc& wc, bool receive);
     /// \brief The completion's status, e.g. IBV_WC_REM_ACCESS_ERR.
     [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
     /// \brief The status's name as libibverbs spells it (ibv_wc_status_str), e.g. "remote access
@@ -268,6 +271,7 @@ class RDMAEndpoint {
                                            const char* what) const;
     std::size_t try_poll_stashed(std::span<ibv_wc> completions);
     [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
+    [[noreturn]] void throw_failed(const ibv_wc& wc) const;
     [[noreturn]] static void throw_poll_failed();
     void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
                                   std::size_t local_offset, std::size_t remote_offset,
@@ -300,6 +304,9 @@ class RDMAEndpoint {
     std::uint8_t read_depth_ = 1;
     std::optional<PeerInfo> remote_;
     std::deque<ibv_wc> stash_;  // completions found while waiting for another wr_id, in CQ order
+    // The wr_ids that post_recv() was given: a failed completion's opcode is undefined
+    // (ibv_poll_cq(3)), so its wr_id alone tells a failed receive from a failed send.
+    std::unordered_set<std::uint64_t> receive_wr_ids_;
 
     //! [members]
     // Declared parent-first, on the Device's context and PD: C++ destroys them in reverse,

@@ -31,12 +31,12 @@ std::string vendor_err_text(std::uint32_t vendor_err) {
 
 // ====================================================================== errors
 
-WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc, bool receive)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + wc_status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    wc_status_cause(wc.status, false)),
+                    wc_status_cause(wc.status, receive)),
       wc_(wc) {}
 
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {

@@ -45,12 +45,12 @@ const char* WorkCompletionError::status_name(ibv_wc_status status) noexcept {
     return wc_status_name(status);
 }
 
-WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc, bool receive)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    wc_status_cause(wc.status, false)),
+                    wc_status_cause(wc.status, receive)),
       wc_(wc) {}
 
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
@@ -121,6 +121,7 @@ RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
       read_depth_(other.read_depth_),
       remote_(std::exchange(other.remote_, std::nullopt)),
       stash_(std::move(other.stash_)),
+      receive_wr_ids_(std::move(other.receive_wr_ids_)),
       buffer_(std::move(other.buffer_)),
       mr_(std::move(other.mr_)),
       cq_(std::move(other.cq_)),
@@ -224,6 +225,7 @@ void RDMAEndpoint::throw_post_send_failed(int rc) {
 void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                              std::size_t count) {
     check_local_range(offset, length, "post_recv");
+    receive_wr_ids_.insert(wr_id);
     constexpr std::size_t kChain = 32;
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
                 static_cast<std::uint32_t>(length), mr_->lkey};
@@ -323,7 +325,7 @@ ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseco
         }
         if (failed != nullptr) {
             if (found) stash_.push_back(*found);
-            throw WorkCompletionError(*failed);
+            throw_failed(*failed);
         }
         if (found) return *found;
         // Reading the clock costs more than an empty poll: look at it now and then.
@@ -368,7 +370,11 @@ void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
         else if (!failed)
             failed = wc;
     }
-    throw WorkCompletionError(failed.value());
+    throw_failed(failed.value());
+}
+
+void RDMAEndpoint::throw_failed(const ibv_wc& wc) const {
+    throw WorkCompletionError(wc, receive_wr_ids_.contains(wc.wr_id));
 }
 
 void RDMAEndpoint::throw_poll_failed() {

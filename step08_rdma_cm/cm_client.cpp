@@ -186,7 +186,7 @@ void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
     std::memcpy(ep.buffer().data() + at, &value, sizeof value);
     ep.post_write(kReportWrId, at, sizeof value, server);
     wait_for_completion(ep, o, [](const ibv_wc& wc) {  // the only one: the ping-pong is complete
-        if (wc.status != IBV_WC_SUCCESS) throw WorkCompletionError(wc);
+        if (wc.status != IBV_WC_SUCCESS) throw WorkCompletionError(wc, false);  // the WRITE
     });
 }
 

@@ -37,12 +37,12 @@ Buffer allocate_buffer(std::size_t size) {
 
 }  // namespace
 
-WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc, bool receive)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + wc_status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    wc_status_cause(wc.status, false)) {}
+                    wc_status_cause(wc.status, receive)) {}
 
 void set_nonblocking(int fd) {
     const int flags = ::fcntl(fd, F_GETFL);

@@ -22,7 +22,9 @@ namespace tutorial {
 /// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
 class WorkCompletionError : public TutorialError {
   public:
-    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \p receive: whether \p wc was a receive's. In a failed completion the opcode is undefined
+    /// (ibv_poll_cq(3)), so the caller tells from the wr_id; the hint depends on it.
+    WorkCompletionError(const ibv_wc& wc, bool receive);
 };
 
 //! [owners]

@@ -26,7 +26,9 @@ namespace tutorial {
 /// kExitRdma.
 class WorkCompletionError : public TutorialError {
   public:
-    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \p receive: whether \p wc was a receive's. In a failed completion the opcode is undefined
+    /// (ibv_poll_cq(3)), so the caller tells from the wr_id; the hint depends on it.
+    WorkCompletionError(const ibv_wc& wc, bool receive);
     [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
 
   private:

@@ -21,7 +21,8 @@ int run_client(const Options& o);
 
 /// The outline. Without a HOST, a server: one thread and one epoll set watch a signalfd, the
 /// CM event channel and every client's completion channel (Server::run, below). With a HOST, a
-/// client on librdmacm's synchronous calls: connect, one ping-pong, disconnect (cm_client.cpp).
+/// client that waits for each CM event on its own channel: connect, one ping-pong, disconnect
+/// (cm_client.cpp).
 int run(const Options& options) {
     if (options.help) {
         std::fputs(usage_text().c_str(), stdout);

@@ -22,7 +22,7 @@ expect_exit bind 5
 expect_line bind err "step08_rdma_cm: rdma_bind_addr: no RDMA device owns $nobody"
 
 # A server bound to 127.0.0.1: the bind succeeds with no device, and it says so.
-"$bin" --bind 127.0.0.1 --exit-after 1 >"$TEST_TMP/lo.out" 2>"$TEST_TMP/lo.err" &
+env --default-signal=INT "$bin" --bind 127.0.0.1 --exit-after 1 >"$TEST_TMP/lo.out" 2>"$TEST_TMP/lo.err" &
 lo=$!
 wait_for_line lo err "^step08_rdma_cm: warning: --bind=127.0.0.1 is a loopback address, which rdma_cm does not route over RoCE: no RoCE client can reach this server; bind to the address of the interface the device sits on \(rdma link show\)$" 30
 kill -INT $lo

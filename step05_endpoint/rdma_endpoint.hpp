@@ -265,10 +265,14 @@ class RDMAEndpoint {
     void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
         if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
             throw_outside_buffer(offset, length, what);
+        // An SGE's length is 32 bits: a longer one would be cut short, so check the port's limit.
+        if (length > max_msg_sz_) [[unlikely]]
+            throw_message_too_long(length, what);
     }
     [[noreturn]] static void throw_not_connected(const char* what);
     [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
                                            const char* what) const;
+    [[noreturn]] void throw_message_too_long(std::size_t length, const char* what) const;
     std::size_t try_poll_stashed(std::span<ibv_wc> completions);
     [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
     [[noreturn]] void throw_failed(const ibv_wc& wc) const;
@@ -301,6 +305,7 @@ class RDMAEndpoint {
     ibv_mtu mtu_ = IBV_MTU_1024;
     std::uint32_t psn_ = 0;
     std::uint32_t max_inline_data_ = 0;
+    std::uint32_t max_msg_sz_ = 0;  // the port's largest message (ibv_port_attr::max_msg_sz)
     std::uint8_t read_depth_ = 1;
     std::optional<PeerInfo> remote_;
     std::deque<ibv_wc> stash_;  // completions found while waiting for another wr_id, in CQ order

@@ -4,6 +4,12 @@
 # Every helper fails the test with one line that says what was expected.
 set -uo pipefail
 
+# A program that a test stops with SIGINT (kill -INT) and starts in the background must be
+# started through `env --default-signal=INT` (coreutils 9), as `env --default-signal=INT PROG &`
+# or `run_cmd NAME env --default-signal=INT PROG &`: a shell without job control starts
+# background jobs with SIGINT ignored, and the programs keep an ignored SIGINT ignored, as a
+# program started under nohup must.
+
 TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rdmatest.XXXXXX")
 trap 'rm -rf "$TEST_TMP"; kill $(jobs -p) 2>/dev/null || true' EXIT
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 
 namespace tutorial {
 
@@ -27,7 +28,9 @@ namespace tutorial {
 class WorkCompletionError : public TutorialError {
   public:
     /// \param wc the failed completion, copied
-    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \param receive whether it was a receive: in a failed completion the opcode is undefined
+    ///        (ibv_poll_cq(3)), so the caller tells from the wr_id; the hint depends on it
+    WorkCompletionError(const ibv_wc& wc, bool receive);
     /// \brief The completion's status, e.g. IBV_WC_REM_ACCESS_ERR.
     [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
     /// \brief The status's name as libibverbs spells it (ibv_wc_status_str), e.g. "remote access
@@ -277,12 +280,17 @@ class RDMAEndpoint {
     void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
         if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
             throw_outside_buffer(offset, length, what);
+        // An SGE's length is 32 bits: a longer one would be cut short, so check the port's limit.
+        if (length > max_msg_sz_) [[unlikely]]
+            throw_message_too_long(length, what);
     }
     [[noreturn]] static void throw_not_connected(const char* what);
     [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
                                            const char* what) const;
+    [[noreturn]] void throw_message_too_long(std::size_t length, const char* what) const;
     std::size_t try_poll_stashed(std::span<ibv_wc> completions);
     [[noreturn]] void stash_good_and_throw(std::span<const ibv_wc> batch);
+    [[noreturn]] void throw_failed(const ibv_wc& wc) const;
     [[noreturn]] static void throw_poll_failed();
     void check_and_post_one_sided(const char* what, ibv_wr_opcode opcode, std::uint64_t wr_id,
                                   std::size_t local_offset, std::size_t remote_offset,
@@ -312,10 +320,14 @@ class RDMAEndpoint {
     ibv_mtu mtu_ = IBV_MTU_1024;
     std::uint32_t psn_ = 0;
     std::uint32_t max_inline_data_ = 0;
+    std::uint32_t max_msg_sz_ = 0;  // the port's largest message (ibv_port_attr::max_msg_sz)
     std::uint8_t read_depth_ = 1;
     LocalPort local_port_;  // the Device's, then the one use_local_address() chose
     std::optional<PeerInfo> remote_;
     std::deque<ibv_wc> stash_;  // completions found while waiting for another wr_id, in CQ order
+    // The wr_ids that post_recv() was given: a failed completion's opcode is undefined
+    // (ibv_poll_cq(3)), so its wr_id alone tells a failed receive from a failed send.
+    std::unordered_set<std::uint64_t> receive_wr_ids_;
 
     //! [members]
     // Declared parent-first, on the Device's context and PD: C++ destroys them in reverse,

@@ -75,15 +75,14 @@ void Server::open_event_sources() {
     if (epoll_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
-    // SIGINT and SIGTERM arrive as readable data on a signalfd, in the same epoll set.
+    // SIGINT and SIGTERM arrive as readable data on a signalfd, in the same epoll set. One that
+    // a parent ignores stays out of the mask (tcp.hpp's ignored_by_parent): blocked, it would be
+    // queued and read all the same.
     sigset_t mask;
     sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    // A shell starts background jobs with SIGINT ignored; an ignored signal is
-    // discarded, never queued, so restore the default before blocking it.
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
+    for (const int signal_number : {SIGINT, SIGTERM}) {
+        if (!ignored_by_parent(signal_number)) sigaddset(&mask, signal_number);
+    }
     if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
         throw std::system_error(errno, std::generic_category(), "sigprocmask");
     }

@@ -109,7 +109,9 @@ class PingPong {
     /// Handles one work completion; throws WorkCompletionError on a failed one
     /// and TutorialError(kExitPeer) on a payload that fails the check.
     void on_completion(const ibv_wc& wc) {
-        if (wc.status != IBV_WC_SUCCESS) { throw WorkCompletionError(wc); }
+        if (wc.status != IBV_WC_SUCCESS) {
+            throw WorkCompletionError(wc, wc.wr_id == kReceiveWrId);
+        }
         if (wc.wr_id < sent_) {
             // A signaled send: it and every unsignaled send before it are done.
             completed_sends_ = static_cast<std::uint32_t>(wc.wr_id) + 1;

@@ -26,7 +26,9 @@ namespace tutorial {
 /// kExitRdma.
 class WorkCompletionError : public TutorialError {
   public:
-    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \p receive: whether \p wc was a receive's. In a failed completion the opcode is undefined
+    /// (ibv_poll_cq(3)), so the caller tells from the wr_id; the hint depends on it.
+    WorkCompletionError(const ibv_wc& wc, bool receive);
     [[nodiscard]] ibv_wc_status status() const noexcept { return wc_.status; }
 
   private:
@@ -257,10 +259,14 @@ class RDMAEndpoint {
     void check_local_range(std::size_t offset, std::size_t length, const char* what) const {
         if (offset > config_.buffer_size || length > config_.buffer_size - offset) [[unlikely]]
             throw_outside_buffer(offset, length, what);
+        // An SGE's length is 32 bits: a longer one would be cut short, so check the port's limit.
+        if (length > max_msg_sz_) [[unlikely]]
+            throw_message_too_long(length, what);
     }
     [[noreturn]] static void throw_not_connected(const char* what);
     [[noreturn]] void throw_outside_buffer(std::size_t offset, std::size_t length,
                                            const char* what) const;
+    [[noreturn]] void throw_message_too_long(std::size_t length, const char* what) const;
     [[noreturn]] static void throw_poll_failed();
     [[noreturn]] static void throw_post_send_failed(int rc);
     void check_device_limits() const;
@@ -272,6 +278,7 @@ class RDMAEndpoint {
     ibv_mtu mtu_ = IBV_MTU_1024;
     std::uint32_t psn_ = 0;
     std::uint32_t max_inline_data_ = 0;
+    std::uint32_t max_msg_sz_ = 0;  // the port's largest message (ibv_port_attr::max_msg_sz)
     std::uint8_t read_depth_ = 1;
     LocalPort local_port_;  // the Device's, then the one use_local_address() chose
     std::optional<PeerInfo> remote_;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -45,12 +46,12 @@ const char* WorkCompletionError::status_name(ibv_wc_status status) noexcept {
     return wc_status_name(status);
 }
 
-WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc, bool receive)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    wc_status_cause(wc.status, false)),
+                    wc_status_cause(wc.status, receive)),
       wc_(wc) {}
 
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
@@ -110,6 +111,7 @@ RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
     }
     check_device_limits();
     mtu_ = config.mtu != 0 ? config.mtu : device.port_attr().active_mtu;
+    max_msg_sz_ = device.port_attr().max_msg_sz;
     //! [read-depth]
     // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
     // (max_qp_rd_atom).
@@ -132,10 +134,12 @@ RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
       mtu_(other.mtu_),
       psn_(other.psn_),
       max_inline_data_(other.max_inline_data_),
+      max_msg_sz_(other.max_msg_sz_),
       read_depth_(other.read_depth_),
       local_port_(other.local_port_),
       remote_(std::exchange(other.remote_, std::nullopt)),
       stash_(std::move(other.stash_)),
+      receive_wr_ids_(std::move(other.receive_wr_ids_)),
       buffer_(std::move(other.buffer_)),
       mr_(std::move(other.mr_)),
       cq_(std::move(other.cq_)),
@@ -238,6 +242,12 @@ void RDMAEndpoint::throw_outside_buffer(std::size_t offset, std::size_t length,
                             std::to_string(config_.buffer_size) + "-byte buffer");
 }
 
+void RDMAEndpoint::throw_message_too_long(std::size_t length, const char* what) const {
+    throw std::invalid_argument(std::string(what) + ": a " + std::to_string(length) +
+                                "-byte message exceeds the port's max_msg_sz of " +
+                                std::to_string(max_msg_sz_) + " bytes");
+}
+
 void RDMAEndpoint::throw_post_send_failed(int rc) {
     throw std::system_error(rc, std::generic_category(), "ibv_post_send");
 }
@@ -245,6 +255,7 @@ void RDMAEndpoint::throw_post_send_failed(int rc) {
 void RDMAEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                              std::size_t count) {
     check_local_range(offset, length, "post_recv");
+    receive_wr_ids_.insert(wr_id);
     constexpr std::size_t kChain = 32;
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
                 static_cast<std::uint32_t>(length), mr_->lkey};
@@ -344,7 +355,7 @@ ibv_wc RDMAEndpoint::poll_completion(std::uint64_t wr_id, std::chrono::milliseco
         }
         if (failed != nullptr) {
             if (found) stash_.push_back(*found);
-            throw WorkCompletionError(*failed);
+            throw_failed(*failed);
         }
         if (found) return *found;
         // Reading the clock costs more than an empty poll: look at it now and then.
@@ -389,7 +400,11 @@ void RDMAEndpoint::stash_good_and_throw(std::span<const ibv_wc> batch) {
         else if (!failed)
             failed = wc;
     }
-    throw WorkCompletionError(failed.value());
+    throw_failed(failed.value());
+}
+
+void RDMAEndpoint::throw_failed(const ibv_wc& wc) const {
+    throw WorkCompletionError(wc, receive_wr_ids_.contains(wc.wr_id));
 }
 
 void RDMAEndpoint::throw_poll_failed() {

@@ -1,7 +1,6 @@
-// Step 08: the client, on librdmacm's synchronous API, as rdma-core's rdma_client: resolve,
+// Step 08: the client, on librdmacm's asynchronous API with its own event channel: resolve,
 // create the endpoint, connect with private data, ping-pong, WRITE, disconnect.
 #include <poll.h>
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -22,11 +21,15 @@ namespace tutorial {
 
 namespace {
 
-// What a failed rdma_create_ep (address and route resolution) most likely means.
-[[noreturn]] void throw_resolve_error(int err, const std::string& host) {
+// librdmacm's own limit for each resolution step (rdma_create_ep's): the kernel reports the
+// outcome as an event within it.
+constexpr int kResolveMs = 2000;
+
+// What a failed address or route resolution most likely means.
+[[noreturn]] void throw_resolve_error(const char* verb, int err, const std::string& host) {
     if (is_loopback(host)) {
         throw TutorialError(kExitNoSuchDevice,
-                            "rdma_create_ep: " + host +
+                            std::string(verb) + ": " + host +
                                 " is a loopback address: rdma_cm does not route it over RoCE (" +
                                 std::strerror(err) + ")",
                             "RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet "
@@ -35,23 +38,70 @@ namespace {
     }
     if (err == ENODEV || err == EADDRNOTAVAIL || err == ENETUNREACH) {
         throw TutorialError(kExitNoSuchDevice,
-                            "rdma_create_ep: no RDMA device owns the route to " + host + " (" +
-                                std::strerror(err) + ")",
+                            std::string(verb) + ": no RDMA device owns the route to " + host +
+                                " (" + std::strerror(err) + ")",
                             "rdma link show lists the devices and their interfaces");
     }
     if (err == ETIMEDOUT || err == EHOSTUNREACH) {
-        throw TutorialError(kExitTimeout,
-                            "rdma_create_ep: " + host + " is unreachable: " + std::strerror(err),
-                            "is the host up, and on the RDMA device's subnet?");
+        throw TutorialError(
+            kExitTimeout,
+            std::string(verb) + ": " + host + " is unreachable: " + std::strerror(err),
+            "is the host up, and on the RDMA device's subnet?");
     }
-    throw std::system_error(err, std::generic_category(), "rdma_create_ep");
+    throw std::system_error(err, std::generic_category(), verb);
+}
+
+//! [next_event]
+// One CM event, copied and acked at once, as the server does: its type, its status (a negative
+// errno, or the CM's reject reason) and its private data, decoded before the ack frees it.
+struct CmEvent {
+    rdma_cm_event_type event = RDMA_CM_EVENT_ADDR_ERROR;
+    int status_code = 0;  // rdma_cm_event's status
+    std::optional<PrivateData> theirs;
+};
+
+// The id's next event, waited for with tcp.hpp's ppoll on the channel's fd: SIGINT or SIGTERM
+// ends the wait at once (exit 130). Nothing when the deadline passes first.
+std::optional<CmEvent> next_event(rdma_event_channel* channel, Clock::time_point deadline) {
+    for (;;) {
+        rdma_cm_event* event = nullptr;
+        if (rdma_get_cm_event(channel, &event) == 0) {  // O_NONBLOCK: EAGAIN when none is queued
+            CmEvent copy{event->event, event->status,
+                         decode_private_data(event->param.conn.private_data,
+                                             event->param.conn.private_data_len)};
+            rdma_ack_cm_event(event);
+            return copy;
+        }
+        if (errno != EAGAIN) {
+            throw std::system_error(errno, std::generic_category(), "rdma_get_cm_event");
+        }
+        if (!wait_for(channel->fd, POLLIN, deadline)) return std::nullopt;
+    }
+}
+//! [next_event]
+
+// An event's failure as an errno, as librdmacm's synchronous calls report it.
+int event_errno(const CmEvent& event) {
+    if (event.event == RDMA_CM_EVENT_REJECTED) return ECONNREFUSED;
+    if (event.status_code == 0) return EPROTO;  // an event that reports no error, unexpected here
+    return event.status_code < 0 ? -event.status_code : event.status_code;
+}
+
+// One resolution step's event: \p wanted, or the error it reports.
+void expect_resolved(rdma_event_channel* channel, rdma_cm_event_type wanted, const char* verb,
+                     const std::string& host) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kResolveMs + 1000);
+    const std::optional<CmEvent> event = next_event(channel, deadline);
+    if (!event) throw_resolve_error(verb, ETIMEDOUT, host);
+    if (event->event != wanted) throw_resolve_error(verb, event_errno(*event), host);
 }
 
 //! [resolve]
-// rdma_getaddrinfo turns HOST and the port into addresses; rdma_create_ep, on a synchronous id
-// (no event channel of ours), resolves the address to a local device and GID (the ARP or
-// neighbour lookup), then the route. The id then has its device: id->verbs and id->pd.
-CmId resolve(const Options& o) {
+// The client's id is on an event channel of its own, as the server's: each call returns at once,
+// and its outcome comes as an event (next_event). rdma_getaddrinfo turns HOST and the port into
+// addresses; rdma_resolve_addr finds the local device and GID (the ARP or neighbour lookup),
+// rdma_resolve_route the path. The id then has its device: id->verbs and id->pd.
+CmId resolve(rdma_event_channel* channel, const Options& o) {
     rdma_addrinfo hints{};
     hints.ai_port_space = RDMA_PS_TCP;
     rdma_addrinfo* found = nullptr;
@@ -60,57 +110,65 @@ CmId resolve(const Options& o) {
         throw TutorialError(kExitPeer, "rdma_getaddrinfo: cannot resolve " + o.host);
     }
     const AddrInfo info(found);
-    rdma_cm_id* id = nullptr;
-    if (rdma_create_ep(&id, info.get(), nullptr, nullptr) != 0) throw_resolve_error(errno, o.host);
-    return CmId(id);
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(channel, &raw, nullptr, RDMA_PS_TCP) != 0) {
+        throw std::system_error(errno, std::generic_category(), "rdma_create_id");
+    }
+    CmId id(raw);
+    if (rdma_resolve_addr(raw, info->ai_src_addr, info->ai_dst_addr, kResolveMs) != 0) {
+        throw_resolve_error("rdma_resolve_addr", errno, o.host);
+    }
+    expect_resolved(channel, RDMA_CM_EVENT_ADDR_RESOLVED, "rdma_resolve_addr", o.host);
+    if (rdma_resolve_route(raw, kResolveMs) != 0) {
+        throw_resolve_error("rdma_resolve_route", errno, o.host);
+    }
+    expect_resolved(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, "rdma_resolve_route", o.host);
+    return id;
 }
 //! [resolve]
 
-// The server's reject, from the REJECTED event that rdma_connect left in id->event. Status 8 is
-// the CM's reject reason "invalid service ID": nothing listens on that port.
-[[noreturn]] void throw_rejected(const rdma_cm_event& event, const Options& o,
-                                 const PrivateData& mine) {
-    const auto theirs =
-        decode_private_data(event.param.conn.private_data, event.param.conn.private_data_len);
-    if (const std::string why = theirs ? describe_run_mismatch(mine, *theirs, false) : "";
+// The server's reject, with its private data. Status 8 is the CM's reject reason "invalid
+// service ID": nothing listens on that port.
+[[noreturn]] void throw_rejected(const CmEvent& event, const Options& o, const PrivateData& mine) {
+    if (const std::string why =
+            event.theirs ? describe_run_mismatch(mine, *event.theirs, false) : "";
         !why.empty()) {
         throw TutorialError(kExitPeer, why);
     }
     throw TutorialError(
         kExitPeer,
         o.host + " port " + std::to_string(o.tcp_port) + " rejected the connection: " +
-            (event.status == 8 ? "no rdma_cm server listens there" : "the server refused it") +
-            " (REJECTED, status " + std::to_string(event.status) + ")");
+            (event.status_code == 8 ? "no rdma_cm server listens there" : "the server refused it") +
+            " (REJECTED, status " + std::to_string(event.status_code) + ")");
 }
 
 //! [connect]
-// rdma_connect sends the request with our private data and blocks until the server accepts
-// (ESTABLISHED) or rejects. On the way librdmacm moves the QP INIT -> RTR -> RTS with the
-// server's QPN and PSN from its reply. It returns the accept's private data.
+// rdma_connect sends the request with our private data and returns; the server's accept comes as
+// ESTABLISHED (or its reject as REJECTED). On the way librdmacm moves the QP INIT -> RTR -> RTS
+// with the server's QPN and PSN from its reply. It returns the accept's private data.
 std::optional<PrivateData> connect_to_server(CmEndpoint& ep, const Options& o,
                                              const PrivateData& mine) {
     const PrivateData wire = wire_order(mine);
     rdma_conn_param param = connection_parameters(wire);
-    alarm(static_cast<unsigned>(o.timeout_seconds));  // SIGALRM ends a blocked rdma_connect
-    const int rc = rdma_connect(ep.id(), &param);
-    const int err = errno;
-    alarm(0);
-    if (rc != 0) {
-        throw_if_stopped();
-        if (g_alarm_rang != 0 || err == ETIMEDOUT) {  // the alarm, or the CM's own retries
-            throw TutorialError(
-                kExitTimeout,
-                "rdma_connect: no answer from " + o.host +
-                    (g_alarm_rang != 0
-                         ? " within --timeout (" + std::to_string(o.timeout_seconds) + " s)"
-                         : ": the CM's retries ran out"),
-                "is its RDMA device up? (rdma link show on that host)");
-        }
-        if (err == ECONNREFUSED && ep.id()->event) throw_rejected(*ep.id()->event, o, mine);
-        throw std::system_error(err, std::generic_category(), "rdma_connect");
+    if (rdma_connect(ep.id(), &param) != 0) {
+        throw std::system_error(errno, std::generic_category(), "rdma_connect");
     }
-    const rdma_cm_event* event = ep.id()->event;  // ESTABLISHED, with the accept's private data
-    return decode_private_data(event->param.conn.private_data, event->param.conn.private_data_len);
+    const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds);
+    const std::optional<CmEvent> event = next_event(ep.id()->channel, deadline);
+    if (!event || event_errno(*event) == ETIMEDOUT) {  // --timeout, or the CM's own retries
+        throw TutorialError(
+            kExitTimeout,
+            "rdma_connect: no answer from " + o.host +
+                (!event ? " within --timeout (" + std::to_string(o.timeout_seconds) + " s)"
+                        : ": the CM's retries ran out"),
+            "is its RDMA device up? (rdma link show on that host)");
+    }
+    if (event->event == RDMA_CM_EVENT_REJECTED) throw_rejected(*event, o, mine);
+    if (event->event != RDMA_CM_EVENT_ESTABLISHED) {
+        throw std::system_error(event_errno(*event), std::generic_category(),
+                                std::string("rdma_connect: ") + rdma_event_str(event->event));
+    }
+    return event->theirs;  // the accept's private data
 }
 //! [connect]
 
@@ -186,16 +244,41 @@ void write_report(CmEndpoint& ep, const Options& o, const PrivateData& server,
     std::memcpy(ep.buffer().data() + at, &value, sizeof value);
     ep.post_write(kReportWrId, at, sizeof value, server);
     wait_for_completion(ep, o, [](const ibv_wc& wc) {  // the only one: the ping-pong is complete
-        if (wc.status != IBV_WC_SUCCESS) throw WorkCompletionError(wc);
+        if (wc.status != IBV_WC_SUCCESS) throw WorkCompletionError(wc, false);  // the WRITE
     });
 }
+
+// An event channel of the client's own, its fd O_NONBLOCK, as the server's (Server::listen).
+CmEventChannel open_event_channel() {
+    CmEventChannel channel(rdma_create_event_channel());
+    if (!channel) {
+        throw std::system_error(errno, std::generic_category(), "rdma_create_event_channel");
+    }
+    set_nonblocking(channel->fd);
+    return channel;
+}
+
+//! [disconnect]
+// rdma_disconnect sends the DisconnectRequest and returns; the server's DisconnectReply comes as
+// DISCONNECTED. The run is over either way: a reply that has not come within --timeout is not
+// waited for any longer.
+void disconnect(CmEndpoint& ep, const Options& o) {
+    if (rdma_disconnect(ep.id()) != 0) return;  // e.g. the server disconnected first
+    const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds);
+    while (const std::optional<CmEvent> event = next_event(ep.id()->channel, deadline)) {
+        if (event->event == RDMA_CM_EVENT_DISCONNECTED) return;
+    }
+}
+//! [disconnect]
 
 }  // namespace
 
 //! [client]
 int run_client(const Options& o) {
     install_stop_handlers();
-    CmEndpoint ep(resolve(o), endpoint_config(o, o.mode == WaitMode::event));
+    // Declared first: the channel outlives the id on it (rdma_destroy_event_channel(3)).
+    const CmEventChannel channel = open_event_channel();
+    CmEndpoint ep(resolve(channel.get(), o), endpoint_config(o, o.mode == WaitMode::event));
     PrivateData mine = ep.window(run_data(o));     // no remote window: address, rkey, length 0
     o.note.copy(mine.note, sizeof mine.note - 1);  // parse_options checked its length
     const std::optional<PrivateData> server = connect_to_server(ep, o, mine);
@@ -211,9 +294,7 @@ int run_client(const Options& o) {
     const std::vector<double> round_trips = ping_pong(ep, run, pingpong);
     const std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;
     if (server) write_report(ep, o, *server, pingpong.received());
-    alarm(static_cast<unsigned>(o.timeout_seconds));  // it waits for the DisconnectReply
-    rdma_disconnect(ep.id());  // DisconnectRequest; the server answers DisconnectReply
-    alarm(0);
+    disconnect(ep, o);  // DisconnectRequest; the server answers DisconnectReply
     std::printf("%s", rc_pingpong_summary(run.size, run.iters, elapsed.count()).c_str());
     std::printf("%s",
                 latency_table(run.size, run.iters, compute_latency_stats(round_trips)).c_str());

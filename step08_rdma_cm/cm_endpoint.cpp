@@ -37,12 +37,12 @@ Buffer allocate_buffer(std::size_t size) {
 
 }  // namespace
 
-WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc, bool receive)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + wc_status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    wc_status_cause(wc.status, false)) {}
+                    wc_status_cause(wc.status, receive)) {}
 
 void set_nonblocking(int fd) {
     const int flags = ::fcntl(fd, F_GETFL);
@@ -57,6 +57,11 @@ void set_nonblocking(int fd) {
 CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     : config_(config), id_(std::move(id)) {
     buffer_ = allocate_buffer(config_.buffer_size);
+    ibv_port_attr port{};
+    if (const int rc = ibv_query_port(id_->verbs, id_->port_num, &port); rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_query_port");
+    }
+    max_msg_sz_ = port.max_msg_sz;
     // The sends, receives and the WRITE's source need local access only. A peer may WRITE the
     // remote window alone: its own MR, whose rkey opens those bytes and no others.
     mr_.reset(ibv_reg_mr(id_->pd, buffer_.get(), config_.buffer_size, IBV_ACCESS_LOCAL_WRITE));
@@ -118,6 +123,7 @@ PrivateData CmEndpoint::window(PrivateData p) const {
 //! [write]
 void CmEndpoint::post_write(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                             const PrivateData& remote) {
+    check_length(length, "post_write");
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
                 static_cast<std::uint32_t>(length), mr_->lkey};
     ibv_send_wr wr{};
@@ -137,8 +143,15 @@ void CmEndpoint::throw_post_failed(int rc, const char* verb) {
     throw std::system_error(rc, std::generic_category(), verb);
 }
 
+void CmEndpoint::throw_message_too_long(std::size_t length, const char* what) const {
+    throw std::invalid_argument(std::string(what) + ": a " + std::to_string(length) +
+                                "-byte message exceeds the port's max_msg_sz of " +
+                                std::to_string(max_msg_sz_) + " bytes");
+}
+
 void CmEndpoint::post_recv(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                            std::size_t count) {
+    check_length(length, "post_recv");
     constexpr std::size_t kChain = 32;
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
                 static_cast<std::uint32_t>(length), mr_->lkey};

@@ -22,7 +22,9 @@ namespace tutorial {
 /// \brief A work completion that finished with a status other than IBV_WC_SUCCESS.
 class WorkCompletionError : public TutorialError {
   public:
-    explicit WorkCompletionError(const ibv_wc& wc);
+    /// \p receive: whether \p wc was a receive's. In a failed completion the opcode is undefined
+    /// (ibv_poll_cq(3)), so the caller tells from the wr_id; the hint depends on it.
+    WorkCompletionError(const ibv_wc& wc, bool receive);
 };
 
 //! [owners]
@@ -93,6 +95,7 @@ class CmEndpoint {
 
     void post_send(std::uint64_t wr_id, std::size_t offset, std::size_t length,
                    bool signaled = true) {
+        check_length(length, "post_send");
         ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer_.get() + offset),
                     static_cast<std::uint32_t>(length), mr_->lkey};
         ibv_send_wr wr{};
@@ -128,9 +131,16 @@ class CmEndpoint {
 
   private:
     [[noreturn]] static void throw_post_failed(int rc, const char* verb);
+    // An SGE's length is 32 bits: a longer one would be cut short, so check the port's limit.
+    void check_length(std::size_t length, const char* what) const {
+        if (length > max_msg_sz_) [[unlikely]]
+            throw_message_too_long(length, what);
+    }
+    [[noreturn]] void throw_message_too_long(std::size_t length, const char* what) const;
 
     CmEndpointConfig config_;
     std::uint32_t max_inline_data_ = 0;
+    std::uint32_t max_msg_sz_ = 0;  // the port's largest message (ibv_port_attr::max_msg_sz)
     CqEventTracker events_{kAckBatch};
 
     //! [members]

@@ -21,7 +21,8 @@ int run_client(const Options& o);
 
 /// The outline. Without a HOST, a server: one thread and one epoll set watch a signalfd, the
 /// CM event channel and every client's completion channel (Server::run, below). With a HOST, a
-/// client on librdmacm's synchronous calls: connect, one ping-pong, disconnect (cm_client.cpp).
+/// client that waits for each CM event on its own channel: connect, one ping-pong, disconnect
+/// (cm_client.cpp).
 int run(const Options& options) {
     if (options.help) {
         std::fputs(usage_text().c_str(), stdout);
@@ -66,12 +67,13 @@ void Server::open_event_sources() {
     if (epoll_.get() < 0) {
         throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
+    // One that a parent ignores stays out of the signalfd's mask (stop_signals.hpp's
+    // ignored_by_parent): blocked, it would be queued and read all the same.
     sigset_t mask;
     sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    ::signal(SIGINT, SIG_DFL);  // a shell starts background jobs with SIGINT ignored
-    ::signal(SIGTERM, SIG_DFL);
+    for (const int signal_number : {SIGINT, SIGTERM}) {
+        if (!ignored_by_parent(signal_number)) sigaddset(&mask, signal_number);
+    }
     if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
         throw std::system_error(errno, std::generic_category(), "sigprocmask");
     }

@@ -11,6 +11,15 @@
 
 namespace tutorial {
 
+namespace {
+
+// A failed completion's opcode is undefined (ibv_poll_cq(3)): its wr_id says which side it was.
+[[noreturn]] void throw_failure(const ibv_wc& wc) {
+    throw WorkCompletionError(wc, classify_wr_id(wc.wr_id) == WrKind::receive);
+}
+
+}  // namespace
+
 AsyncConfig async_config(const Options& o) {
     AsyncConfig c;
     c.message_size = o.size;
@@ -189,7 +198,7 @@ void AsyncEndpoint::post_receive_batch() {
 }
 
 void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
-    if (failure_) { throw WorkCompletionError(*failure_); }
+    if (failure_) { throw_failure(*failure_); }
     // step06's selective signaling: a completion every max(1, tx_depth/2) sends, and the last.
     const bool signaled = (sent_ + 1) % signal_every_ == 0 || last;
     ep_.post_send(kSendTag | sent_, std::size_t{config_.rx_depth} * config_.message_size, length,
@@ -200,7 +209,7 @@ void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
 Received AsyncEndpoint::RecvAwaiter::await_resume() {
     queued = false;
     ep_.refuse_second(ep_.recv_waiter_, *this, "recv()");
-    if (ep_.completed_count_ == 0) { throw WorkCompletionError(*ep_.failure_); }
+    if (ep_.completed_count_ == 0) { throw_failure(*ep_.failure_); }
     const Completed c = ep_.completed_[ep_.completed_head_];
     ep_.completed_head_ = (ep_.completed_head_ + 1) % ep_.completed_.size();
     --ep_.completed_count_;
@@ -211,7 +220,7 @@ Received AsyncEndpoint::RecvAwaiter::await_resume() {
 void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
     queued = false;
     ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
-    if (ep_.failure_) { throw WorkCompletionError(*ep_.failure_); }
+    if (ep_.failure_) { throw_failure(*ep_.failure_); }
 }
 
 // ====================================================================== cancel

@@ -163,10 +163,10 @@ void ack_all_before_destroy(Source& source, CqEventTracker& tracker) noexcept {
 //! [protocol]
 
 //! [safety_net_poll]
-/// The safety net for a CQ that no event woke: epoll_wait timed out, or the connection was
-/// quiet for a whole safety period. Events should have woken us, so it should find nothing; it
-/// re-arms, then drains, so that even after a lost wake-up the next completion raises an event.
-/// Returns how many completions it handed to `on_completion`.
+/// The safety net for a CQ that no event woke: the event loop's wait timed out, or the
+/// connection was quiet for a whole safety period. Events should have woken us, so it should find
+/// nothing; it re-arms, then drains, so that even after a lost wake-up the next completion raises
+/// an event. Returns how many completions it handed to `on_completion`.
 template <typename Source, typename W, typename OnCompletion>
 std::uint64_t safety_net_poll(Source& source, CqEventTracker& tracker, std::span<W> batch,
                               OnCompletion&& on_completion) {

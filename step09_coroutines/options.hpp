@@ -41,8 +41,9 @@ struct Options {
     std::string bind_address;
     // server
     std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
-    // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
-    // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
+    // The reactor's wait timeout (epoll_pwait2, or epoll_pwait where that is missing), a
+    // backstop and not the wake-up path: completion events wake the loop, and the timeout bounds
+    // how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
     // client (it always waits on completion events)
     std::uint32_t rate = 0;  // messages per second; 0: as fast as possible
@@ -71,7 +72,7 @@ struct Options {
   -h, --help             print this help
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
-      --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
+      --safety-ms=MS     epoll_pwait2's timeout; the safety-net CQ poll runs then (default 100)
   for the benchmarks under bench/ (client only):
       --rate=N           pace the client to N messages per second
 )";

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -30,12 +31,12 @@ std::string vendor_err_text(std::uint32_t vendor_err) {
 
 // ====================================================================== errors
 
-WorkCompletionError::WorkCompletionError(const ibv_wc& wc)
+WorkCompletionError::WorkCompletionError(const ibv_wc& wc, bool receive)
     : TutorialError(kExitRdma,
                     std::string("work completion failed: ") + wc_status_name(wc.status) + " (" +
                         ibv_wc_status_str(wc.status) + ") for wr_id " + std::to_string(wc.wr_id) +
                         ", vendor_err " + vendor_err_text(wc.vendor_err),
-                    wc_status_cause(wc.status, false)),
+                    wc_status_cause(wc.status, receive)),
       wc_(wc) {}
 
 bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
@@ -95,6 +96,7 @@ RDMAEndpoint::RDMAEndpoint(const Device& device, const EndpointConfig& config)
     }
     check_device_limits();
     mtu_ = config.mtu != 0 ? config.mtu : device.port_attr().active_mtu;
+    max_msg_sz_ = device.port_attr().max_msg_sz;
     //! [read-depth]
     // READs in flight: as the requester (max_qp_init_rd_atom) and as the responder
     // (max_qp_rd_atom).
@@ -117,6 +119,7 @@ RDMAEndpoint::RDMAEndpoint(RDMAEndpoint&& other) noexcept
       mtu_(other.mtu_),
       psn_(other.psn_),
       max_inline_data_(other.max_inline_data_),
+      max_msg_sz_(other.max_msg_sz_),
       read_depth_(other.read_depth_),
       local_port_(other.local_port_),
       remote_(std::exchange(other.remote_, std::nullopt)),
@@ -243,6 +246,12 @@ void RDMAEndpoint::throw_outside_buffer(std::size_t offset, std::size_t length,
     throw std::out_of_range(std::string(what) + ": local range [" + std::to_string(offset) + ", +" +
                             std::to_string(length) + ") is outside the " +
                             std::to_string(config_.buffer_size) + "-byte buffer");
+}
+
+void RDMAEndpoint::throw_message_too_long(std::size_t length, const char* what) const {
+    throw std::invalid_argument(std::string(what) + ": a " + std::to_string(length) +
+                                "-byte message exceeds the port's max_msg_sz of " +
+                                std::to_string(max_msg_sz_) + " bytes");
 }
 
 void RDMAEndpoint::throw_post_send_failed(int rc) {

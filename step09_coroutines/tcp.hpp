@@ -60,13 +60,22 @@ using Clock = std::chrono::steady_clock;
 inline volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" inline void on_stop_signal(int signal_number) { g_stop_signal = signal_number; }
 
+// True when the signal is ignored (SIG_IGN). At start-up only a parent can have set that, and it
+// did so on purpose: nohup, or a shell running a background job without job control, ignores
+// SIGINT so that a ^C in the terminal spares this process. The program keeps it ignored.
+[[nodiscard]] inline bool ignored_by_parent(int signal_number) {
+    struct sigaction current {};
+    return sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
+
 inline void install_stop_handlers() {
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = 0;  // no SA_RESTART: a blocked poll() returns EINTR and we look at the flag
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
+    for (const int signal_number : {SIGINT, SIGTERM}) {
+        if (!ignored_by_parent(signal_number)) sigaction(signal_number, &action, nullptr);
+    }
 }
 
 inline void throw_if_stopped() {

@@ -17,12 +17,13 @@ opts=(-d "$RDMA_DEVICE" --timeout 20)
 : >"$TEST_TMP/pids"
 
 # start NAME CMD...: starts CMD in the background (directly, so $! is the program itself and
-# `rdma res` names its pid), output in $TEST_TMP/NAME.out/.err; the pid goes to ${pid[NAME]}.
+# `rdma res` names its pid; env execs it), with SIGINT at its default (testlib.sh says why),
+# output in $TEST_TMP/NAME.out/.err; the pid goes to ${pid[NAME]}.
 declare -A pid=()
 start() {
     local name=$1
     shift
-    "$@" >"$TEST_TMP/$name.out" 2>"$TEST_TMP/$name.err" &
+    env --default-signal=INT "$@" >"$TEST_TMP/$name.out" 2>"$TEST_TMP/$name.err" &
     pid[$name]=$!
     echo "$!" >>"$TEST_TMP/pids"
 }

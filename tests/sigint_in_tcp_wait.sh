@@ -20,7 +20,7 @@ asan_options=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 interrupt() {
     local name=$1 prog=$2 ms
     shift 2
-    run_cmd "$name" env LD_PRELOAD="$seam" ASAN_OPTIONS="$asan_options" \
+    run_cmd "$name" env --default-signal=INT LD_PRELOAD="$seam" ASAN_OPTIONS="$asan_options" \
         "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 10 "$@"
     expect_line "$name" err "sigint_in_window: SIGINT before the wait"
     expect_exit "$name" 130

@@ -17,7 +17,7 @@ expect_exit nodev 5
 expect_line nodev err "step05_endpoint: no RDMA device named 'nosuchdev0' (found: $RDMA_DEVICE)"
 
 port=$(new_port)
-run_cmd first "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 20 &
+run_cmd first env --default-signal=INT "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 20 &
 first=$!
 wait_for_listen "$port" 30
 run_cmd inuse "$program" -d "$RDMA_DEVICE" -p "$port" --timeout 2

@@ -224,7 +224,7 @@ TEST(WorkCompletionError, NamesTheStatusTheWrIdAndACause) {
     ibv_wc wc{};
     wc.wr_id = 7;
     wc.status = IBV_WC_REM_ACCESS_ERR;
-    const tutorial::WorkCompletionError e(wc);
+    const tutorial::WorkCompletionError e(wc, false);
     EXPECT_EQ(std::string(e.what()),
               "work completion failed: IBV_WC_REM_ACCESS_ERR (remote access error) for wr_id 7, "
               "vendor_err 0x0");
@@ -234,6 +234,19 @@ TEST(WorkCompletionError, NamesTheStatusTheWrIdAndACause) {
     EXPECT_NE(e.hint().find("rkey"), std::string::npos);
     EXPECT_STREQ(tutorial::WorkCompletionError::status_name(IBV_WC_RETRY_EXC_ERR),
                  "IBV_WC_RETRY_EXC_ERR");
+}
+
+// A failed completion's opcode is undefined (ibv_poll_cq(3)): the caller names the side from the
+// wr_id, and the hint follows it, whatever the opcode field holds.
+TEST(WorkCompletionError, TheHintFollowsTheSideTheCallerNames) {
+    ibv_wc wc{};
+    wc.status = IBV_WC_LOC_QP_OP_ERR;
+    wc.opcode = IBV_WC_SEND;
+    const tutorial::WorkCompletionError receive(wc, true);
+    const tutorial::WorkCompletionError send(wc, false);
+    EXPECT_EQ(receive.hint().rfind("the incoming message did not fit the posted receive", 0), 0u)
+        << receive.hint();
+    EXPECT_EQ(send.hint().rfind("the send request was invalid for this QP", 0), 0u) << send.hint();
 }
 
 }  // namespace

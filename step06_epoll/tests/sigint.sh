@@ -11,7 +11,7 @@ for sig in INT TERM; do
     port=$(new_port)
     common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 --check --timeout 10)
     # Started directly (not through run_cmd's subshell) so that kill reaches it.
-    "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
+    env --default-signal=INT "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
     server=$!
     wait_for_listen "$port"
     pids=()
@@ -71,7 +71,7 @@ common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000000 --timeout 10)
 "$bin" "${common[@]}" >"$TEST_TMP/server_c.out" 2>"$TEST_TMP/server_c.err" &
 server=$!
 wait_for_listen "$port"
-run_cmd client_int "$bin" "${common[@]}" -e 127.0.0.1 &
+run_cmd client_int env --default-signal=INT "$bin" "${common[@]}" -e 127.0.0.1 &
 runner=$!
 client=$(program_pid "$runner")
 for ((t = 0; t < 600; t++)); do

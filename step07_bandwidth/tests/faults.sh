@@ -51,10 +51,10 @@ expect_line op-server err "step07_bandwidth: no completion within 5 s (after 0 m
 mid_run() {
     local port run=(-D 60 -s 64 -t 16)
     port=$(new_port)
-    run_cmd "$1" "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$3" &
+    run_cmd "$1" env --default-signal=INT "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$3" &
     server=$!
     wait_for_listen "$port" 20 "$server"
-    run_cmd "$2" "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$4" 127.0.0.1 &
+    run_cmd "$2" env --default-signal=INT "$program" "${opts[@]}" -p "$port" "${run[@]}" --timeout "$4" 127.0.0.1 &
     client=$!
     wait_for_line "$2" out "#bytes" 20
     sleep 0.5

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The pitfalls of rdma_cm, each with its line and exit code, in the two-host lab: 127.0.0.1 (no
 # RDMA device owns a loopback address on RoCE), an address of no interface here, an address
-# that no host answers (within rdma_create_ep's 2 s address resolution), a port nobody listens
+# that no host answers (within the client's 2 s address resolution), a port nobody listens
 # on (the peer's CM rejects the request); then
 # host b's link down, its address still in host a's ARP cache: rdma_connect gets no answer, and
 # --timeout ends it.
@@ -14,7 +14,7 @@ trap '"$PEER" link up >/dev/null 2>&1; rm -rf "$TEST_TMP"' EXIT
 
 run_cmd loopback "$bin" --timeout 5 127.0.0.1
 expect_exit loopback 5
-expect_line loopback err "step08_rdma_cm: rdma_create_ep: 127.0.0.1 is a loopback address: rdma_cm does not route it over RoCE (No such device)"
+expect_line loopback err "step08_rdma_cm: rdma_resolve_route: 127.0.0.1 is a loopback address: rdma_cm does not route it over RoCE (No such device)"
 expect_line loopback err "hint: RoCE (and Soft-RoCE) carry rdma_cm's traffic on an Ethernet interface: give the address of the interface the RDMA device sits on (rdma link show; ip -4 addr show dev IFACE)"
 
 run_cmd bind "$bin" --bind "$nobody" --exit-after 1
@@ -22,7 +22,7 @@ expect_exit bind 5
 expect_line bind err "step08_rdma_cm: rdma_bind_addr: no RDMA device owns $nobody"
 
 # A server bound to 127.0.0.1: the bind succeeds with no device, and it says so.
-"$bin" --bind 127.0.0.1 --exit-after 1 >"$TEST_TMP/lo.out" 2>"$TEST_TMP/lo.err" &
+env --default-signal=INT "$bin" --bind 127.0.0.1 --exit-after 1 >"$TEST_TMP/lo.out" 2>"$TEST_TMP/lo.err" &
 lo=$!
 wait_for_line lo err "^step08_rdma_cm: warning: --bind=127.0.0.1 is a loopback address, which rdma_cm does not route over RoCE: no RoCE client can reach this server; bind to the address of the interface the device sits on \(rdma link show\)$" 30
 kill -INT $lo
@@ -33,7 +33,7 @@ wait $lo || rc=$?
 began=$(ms_now)
 run_cmd unreachable "$bin" --timeout 10 "$nobody"
 expect_exit unreachable 7
-expect_line unreachable err "step08_rdma_cm: rdma_create_ep: $nobody is unreachable: Connection timed out"
+expect_line unreachable err "step08_rdma_cm: rdma_resolve_addr: $nobody is unreachable: Connection timed out"
 expect_within "$began" 10 "the unreachable address"
 
 run_cmd refused "$bin" -p 9 --timeout 10 "$LAB_PEER_ADDR"

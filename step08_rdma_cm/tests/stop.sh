@@ -13,7 +13,7 @@ bin=$1
 port=$(new_port)
 long=(-p "$port" -s 64 -n 100000000 --timeout 30)
 
-"$bin" "${long[@]}" >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
+env --default-signal=INT "$bin" "${long[@]}" >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
 server=$!
 wait_for_line server out "^server: listening on rdma_cm port $port;" 30
 before=$(held_by $server)

@@ -15,7 +15,7 @@ job=
 # shellcheck disable=SC2046 # a list of pids
 trap '"$PEER" link up >/dev/null 2>&1; [[ -n $job ]] && "$PEER" signal KILL "$job"; kill $(jobs -p) 2>/dev/null; rm -rf "$TEST_TMP"' EXIT
 
-"$bin" -p "$port" -s 64 -n 100000000 --timeout 3 >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
+env --default-signal=INT "$bin" -p "$port" -s 64 -n 100000000 --timeout 3 >"$TEST_TMP/server.out" 2>"$TEST_TMP/server.err" &
 server=$!
 wait_for_line server out "^server: listening on rdma_cm port $port;" 30
 none="qp 0 cq 0 mr 0 pd 0" one="qp 1 cq 1 mr 2 pd 1"  # a client: its buffer's MR and its window's

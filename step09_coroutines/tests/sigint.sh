@@ -13,7 +13,7 @@ for sig in INT TERM; do
     port=$(new_port)
     common=(-d "$RDMA_DEVICE" -p "$port" -s 64 -n 100000 -r 64 --check --timeout 10)
     # Started directly (not through run_cmd's subshell) so that kill reaches it.
-    "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
+    env --default-signal=INT "$bin" "${common[@]}" >"$TEST_TMP/server_$sig.out" 2>"$TEST_TMP/server_$sig.err" &
     server=$!
     wait_for_listen "$port"
     pids=()

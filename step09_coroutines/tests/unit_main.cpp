@@ -125,4 +125,17 @@ TEST(Payload, PatternDependsOnIterationAndSide) {
     EXPECT_TRUE(payload_ok(one, 300, kServerSide));
 }
 
+// A failed completion's opcode is undefined (ibv_poll_cq(3)): the caller names the side from the
+// wr_id, and the hint follows it, whatever the opcode field holds.
+TEST(WorkCompletionError, TheHintFollowsTheSideTheCallerNames) {
+    ibv_wc wc{};
+    wc.status = IBV_WC_LOC_QP_OP_ERR;
+    wc.opcode = IBV_WC_SEND;
+    const tutorial::WorkCompletionError receive(wc, true);
+    const tutorial::WorkCompletionError send(wc, false);
+    EXPECT_EQ(receive.hint().rfind("the incoming message did not fit the posted receive", 0), 0u)
+        << receive.hint();
+    EXPECT_EQ(send.hint().rfind("the send request was invalid for this QP", 0), 0u) << send.hint();
+}
+
 }  // namespace

@@ -119,6 +119,14 @@ CmId resolve(rdma_event_channel* channel, const Options& o) {
         throw_resolve_error("rdma_resolve_addr", errno, o.host);
     }
     expect_resolved(channel, RDMA_CM_EVENT_ADDR_RESOLVED, "rdma_resolve_addr", o.host);
+    if (o.tos >= 0) {
+        // Before the route: rdma_cm puts the ToS into the path (RoCE: the GRH's traffic class,
+        // and an SL from it), and the connect request carries it to the server's side.
+        auto tos = static_cast<std::uint8_t>(o.tos);
+        if (rdma_set_option(raw, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) != 0) {
+            throw std::system_error(errno, std::generic_category(), "rdma_set_option(TOS)");
+        }
+    }
     if (rdma_resolve_route(raw, kResolveMs) != 0) {
         throw_resolve_error("rdma_resolve_route", errno, o.host);
     }

@@ -43,6 +43,7 @@ struct Options {
     // client
     WaitMode mode = WaitMode::busy;
     std::string note;  // a label for the server's log, in the connect request's private data
+    int tos = -1;      // -T: the id's type of service (RDMA_OPTION_ID_TOS); -1: not set
 };
 
 [[nodiscard]] inline std::string usage_text() {
@@ -65,6 +66,8 @@ struct Options {
   client:
   -e, --events           sleep on completion events instead of busy polling
       --note=TEXT        a label for the server's log, sent in the connection's private data
+  -T, --tos=N            the IP TOS byte, DSCP << 2 | ECN, 0-255, as perftest's -T; the server's
+                         packets take the client's (default: not set, rdma_cm's 0)
 )";
 }
 
@@ -91,6 +94,7 @@ inline const option kLongOptions[] = {{"size", required_argument, nullptr, 's'},
                                       {"busy-poll", no_argument, nullptr, kOptBusyPoll},
                                       {"events", no_argument, nullptr, 'e'},
                                       {"note", required_argument, nullptr, kOptNote},
+                                      {"tos", required_argument, nullptr, 'T'},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
 
@@ -132,14 +136,15 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
             }
             o.note = arg;
             break;
+        case 'T': o.tos = static_cast<int>(parse_number(arg, "--tos", 0, 255)); break;
         case 'h': o.help = true; break;
     }
 }
 
 /// The options that only a server, or only a client, takes.
 inline void check_option_combinations(Options& o) {
-    if (o.host.empty() && (o.mode != WaitMode::busy || !o.note.empty())) {
-        throw UsageError("-e and --note are client options (give a HOST)");
+    if (o.host.empty() && (o.mode != WaitMode::busy || !o.note.empty() || o.tos >= 0)) {
+        throw UsageError("-e, --note and --tos are client options (give a HOST)");
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty() || o.busy_poll)) {
         throw UsageError("--exit-after, --bind and --busy-poll are server options (drop the HOST)");
@@ -149,7 +154,7 @@ inline void check_option_combinations(Options& o) {
 inline Options parse_options(int argc, char** argv) {
     Options o;
     const auto operands =
-        parse_command_line(argc, argv, ":s:n:r:t:p:eh", kLongOptions, 1,
+        parse_command_line(argc, argv, ":s:n:r:t:p:T:eh", kLongOptions, 1,
                            [&](int c, std::string_view arg) { apply_option(o, c, arg); });
     if (!operands.empty()) { o.host = operands[0]; }
     check_option_combinations(o);

@@ -22,7 +22,11 @@ ip addr add "$second/24" dev eth0 || fail "cannot add $second to eth0"
 trap 'ip addr del "$second/24" dev eth0 2>/dev/null' EXIT
 # Not grep -q after it: cat would take SIGPIPE, and pipefail fail the pipeline.
 gids() { cat /sys/class/infiniband/"$RDMA_DEVICE"/ports/1/gids/* 2>/dev/null; }
-mapped() { printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${1//./ }; }
+mapped() {
+    local octets
+    IFS=. read -ra octets <<<"$1"
+    printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "${octets[@]}"
+}
 for ((i = 0; i < 50; i++)); do
     gids | grep -x "$(mapped "$second")" >/dev/null && break
     sleep 0.1

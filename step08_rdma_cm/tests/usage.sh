@@ -20,7 +20,7 @@ expect_exit badn 2
 expect_line badn err "step08_rdma_cm: --iters must be a whole number from 1 to 100000000 (got '12x')"
 run_cmd clientopt "$bin" -e
 expect_exit clientopt 2
-expect_line clientopt err "step08_rdma_cm: -e and --note are client options (give a HOST)"
+expect_line clientopt err "step08_rdma_cm: -e, --note and --tos are client options (give a HOST)"
 run_cmd serveropt "$bin" --exit-after 1 192.0.2.1
 expect_exit serveropt 2
 expect_line serveropt err "step08_rdma_cm: --exit-after, --bind and --busy-poll are server options (drop the HOST)"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# step08_rdma_cm's --tos across the two-host lab's wire: the client on host b sets the ToS 0x68
+# (DSCP 26) on its id before the route is resolved; the RC packets of both sides carry it in the
+# IPv4 header's TOS byte, the server's too, which took it from the connect request. A client
+# without -T sends 0, rdma_cm's default.
+# shellcheck source=/dev/null
+source "$TESTLIB"
+require_peer
+bin=$1
+port=$(new_port)
+for tos in 104 ""; do
+    run=tos${tos:-_unset}
+    start_capture "$run"
+    run_cmd "${run}_server" timeout 90 "$bin" -p "$port" -s 64 -n 3 --exit-after 1 &
+    server=$!
+    wait_for_line "${run}_server" out "^server: listening on rdma_cm port $port;" 30
+    run_cmd "${run}_client" "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n 3 ${tos:+-T "$tos"} "$LAB_ADDR"
+    wait "$server"
+    stop_capture "$run"
+    expect_exit "${run}_server" 0
+    expect_exit "${run}_client" 0
+    want=$(printf '0x%02x' "${tos:-0}")
+    for from in "$LAB_ADDR" "$LAB_PEER_ADDR"; do
+        # The connection's packets, not the CM's MADs (those go to QP 1).
+        seen=$(tshark -n -r "$TEST_TMP/$run.pcap" -Y "infiniband.bth && !infiniband.mad && ip.src == $from" -T fields -e ip.dsfield 2>/dev/null | sort -u | tr '\n' ' ')
+        [[ $seen == "$want " ]] || fail "$run: the RC packets from $from carried TOS $seen, not only $want"
+        echo "$run: every RC packet from $from carried TOS $want"
+    done
+    port=$((port + 1))
+done
+echo PASS

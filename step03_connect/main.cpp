@@ -129,6 +129,8 @@ void connect_to_peer(const Resources& resources, const OpenedDevice& opened,
     std::string peer_name;
     const Socket peer = [&] {
         if (!options.host.empty()) {
+            std::printf("connecting to %s port %d\n", options.host.c_str(), options.tcp_port);
+            std::fflush(stdout);
             return connect_to(options.host, options.tcp_port, timeout, peer_name);
         }
         const Socket listener = listen_on(options.bind_address, options.tcp_port);

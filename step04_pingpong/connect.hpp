@@ -103,6 +103,8 @@ inline void connect_to_peer(const Resources& resources, const OpenedDevice& open
     std::string peer_name;
     const Socket peer = [&] {
         if (!options.host.empty()) {
+            std::printf("connecting to %s port %d\n", options.host.c_str(), options.tcp_port);
+            std::fflush(stdout);
             return connect_to(options.host, options.tcp_port, timeout, peer_name);
         }
         const Socket listener = listen_on(options.bind_address, options.tcp_port);

@@ -4,7 +4,7 @@
 # that no host answers (within the client's 2 s address resolution), a port nobody listens
 # on (the peer's CM rejects the request); then
 # host b's link down, its address still in host a's ARP cache: rdma_connect gets no answer, and
-# --timeout ends it.
+# --timeout ends it, and Ctrl-C ends the wait at once; as it does the wait for an address.
 # shellcheck source=/dev/null
 source "$TESTLIB"
 require_peer
@@ -49,6 +49,26 @@ run_cmd silent "$bin" --timeout 2 "$LAB_PEER_ADDR"
 expect_exit silent 7
 expect_line silent err "step08_rdma_cm: rdma_connect: no answer from $LAB_PEER_ADDR within --timeout (2 s)"
 expect_within "$began" 5 "the silent peer"
+# Ctrl-C while the client waits for an event: for the ConnectReply here, and for the address
+# of a host that does not answer (after the link is up). Each ends within 1 s, exit 130.
+# interrupt NAME SECONDS ARGS...: the client, and SIGINT SECONDS after its start.
+interrupt() {
+    local name=$1 after=$2 pid sent
+    shift 2
+    env --default-signal=INT "$bin" "$@" >"$TEST_TMP/$name.out" 2>"$TEST_TMP/$name.err" &
+    pid=$!
+    sleep "$after"
+    sent=$(ms_now)
+    kill -INT "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    echo "$rc" >"$TEST_TMP/$name.rc"
+    expect_exit "$name" 130
+    expect_line "$name" err "step08_rdma_cm: interrupted by SIGINT"
+    expect_within "$sent" 1 "$name: the exit after SIGINT"
+}
+interrupt connect_sigint 1 --timeout 30 "$LAB_PEER_ADDR"
 run_cmd link_up "$PEER" link up
 expect_exit link_up 0
+interrupt resolve_sigint 0.5 --timeout 30 "$nobody"
 echo PASS

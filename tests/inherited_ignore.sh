@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A SIGINT that the parent ignores stays ignored (steps 03-07 and 09): nohup, or a shell that
+# starts a background job without job control, ignores it on purpose. Each server is started
+# with SIGINT ignored and sent one: the servers that wait for one client (steps 03-05, 07) go
+# on until their --timeout 2 ends the wait (exit 7, not 130); step06's and step09's, which serve
+# until a signal, are still running a second later and stop on SIGTERM (exit 0).
+# usage: inherited_ignore.sh PROGRAM...
+# shellcheck source=/dev/null
+source "$TESTLIB"
+require_device
+port=$(new_port)
+for prog in "$@"; do
+    name=$(basename "$prog")
+    port=$((port + 1))
+    env --ignore-signal=INT "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 2 \
+        >"$TEST_TMP/$name.out" 2>"$TEST_TMP/$name.err" &
+    server=$!
+    wait_for_listen "$port" 30 "$server"
+    kill -INT "$server"
+    case $name in
+        step06_epoll | step09_coroutines)
+            sleep 1
+            kill -0 "$server" 2>/dev/null || fail "$name: ended on a SIGINT its parent ignores"
+            kill -TERM "$server"
+            rc=0
+            wait "$server" || rc=$?
+            echo "$rc" >"$TEST_TMP/$name.rc"
+            expect_exit "$name" 0
+            ;;
+        *)
+            rc=0
+            wait "$server" || rc=$?
+            echo "$rc" >"$TEST_TMP/$name.rc"
+            expect_exit "$name" 7
+            expect_line "$name" err "$name: no client connected to port $port within 2 s"
+            ;;
+    esac
+    echo "$name: kept its parent's SIGINT ignore (exit $rc)"
+done
+echo PASS

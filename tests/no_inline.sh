@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A device that allows no inline data (no_inline_qp.so, LD_PRELOAD, refuses max_inline_data above
+# 0 with EINVAL): steps 03-07 and 09 ask again for none and run, the granted caps saying 0. Each
+# program's server and client, on rxe0, with the injector.
+# usage: no_inline.sh NO_INLINE_QP_SO PROGRAM...
+# shellcheck source=/dev/null
+source "$TESTLIB"
+require_device
+seam=$1
+shift
+port=$(new_port)
+# An ASan build wants its runtime first among the preloaded libraries; the seam has none.
+asan_options=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+for prog in "$@"; do
+    name=$(basename "$prog")
+    args=(-d "$RDMA_DEVICE" --timeout 20)
+    case $name in
+        step03_connect) ;;
+        step05_endpoint) args+=(-n 10 -s 64 -v) ;;
+        step07_bandwidth) args+=(-n 100 -s 64) ;;
+        *) args+=(-n 10 -s 64) ;;
+    esac
+    [[ $name == step06_epoll || $name == step09_coroutines ]] && args+=(--exit-after 1)
+    serve "${name}_server" env LD_PRELOAD="$seam" ASAN_OPTIONS="$asan_options" "$prog" "${args[@]}"
+    client_args=("${args[@]}")
+    [[ $name == step06_epoll || $name == step09_coroutines ]] && client_args=(-d "$RDMA_DEVICE" --timeout 20 -n 10 -s 64)
+    run_cmd "${name}_client" env LD_PRELOAD="$seam" ASAN_OPTIONS="$asan_options" "$prog" "${client_args[@]}" -p "$port" 127.0.0.1
+    wait "$server"
+    for side in server client; do
+        expect_exit "${name}_$side" 0
+        expect_line "${name}_$side" err "no_inline_qp: ibv_create_qp refuses max_inline_data 64"
+    done
+    case $name in
+        step03_connect | step04_pingpong)
+            expect_line "${name}_client" out "    max_inline_data  requested 64, granted 0" ;;
+        step05_endpoint)
+            expect_match "${name}_client" out "^device $RDMA_DEVICE, port 1, max inline 0 bytes\$" ;;
+    esac
+    echo "$name: asked again with no inline data, and ran"
+done
+echo PASS

@@ -9,6 +9,7 @@ require_device
 seam=$1
 shift
 port=$(new_port)
+server=  # serve (testlib) sets it
 # An ASan build wants its runtime first among the preloaded libraries; the seam has none.
 asan_options=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 for prog in "$@"; do

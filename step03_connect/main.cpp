@@ -127,13 +127,14 @@ void connect_to_peer(const Resources& resources, const OpenedDevice& opened,
                      const Options& options) {
     const std::chrono::seconds timeout(options.timeout_seconds);
     std::string peer_name;
+    Socket listener;  // the server's: it stays open until the handshake is over
     const Socket peer = [&] {
         if (!options.host.empty()) {
             std::printf("connecting to %s port %d\n", options.host.c_str(), options.tcp_port);
             std::fflush(stdout);
             return connect_to(options.host, options.tcp_port, timeout, peer_name);
         }
-        const Socket listener = listen_on(options.bind_address, options.tcp_port);
+        listener = listen_on(options.bind_address, options.tcp_port);
         std::printf("waiting for a client on port %d\n", options.tcp_port);
         std::fflush(stdout);
         return accept_client(listener, options.tcp_port, timeout, peer_name);
@@ -162,7 +163,7 @@ void connect_to_peer(const Resources& resources, const OpenedDevice& opened,
     } else {
         (void)server_handshake(peer, peer_name, local, timeout, connect);
     }
-}  // the QPs are connected: TCP has done its job, and the socket closes here
+}  // the QPs are connected: TCP has done its job, and the sockets close here
 //! [connect]
 
 //! [hello]

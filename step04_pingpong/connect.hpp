@@ -101,13 +101,14 @@ inline void connect_to_peer(const Resources& resources, const OpenedDevice& open
                             const Options& options) {
     const std::chrono::seconds timeout(options.timeout_seconds);
     std::string peer_name;
+    Socket listener;  // the server's: it stays open until the handshake is over
     const Socket peer = [&] {
         if (!options.host.empty()) {
             std::printf("connecting to %s port %d\n", options.host.c_str(), options.tcp_port);
             std::fflush(stdout);
             return connect_to(options.host, options.tcp_port, timeout, peer_name);
         }
-        const Socket listener = listen_on(options.bind_address, options.tcp_port);
+        listener = listen_on(options.bind_address, options.tcp_port);
         std::printf("waiting for a client on port %d\n", options.tcp_port);
         std::fflush(stdout);
         return accept_client(listener, options.tcp_port, timeout, peer_name);
@@ -138,7 +139,7 @@ inline void connect_to_peer(const Resources& resources, const OpenedDevice& open
         (void)server_handshake(peer, peer_name, local, timeout, connect);
     }
     agree_on_check(peer, peer_name, client, options.check, timeout);
-}  // the QPs are connected: TCP has done its job, and the socket closes here
+}  // the QPs are connected: TCP has done its job, and the sockets close here
 //! [connect]
 
 }  // namespace tutorial

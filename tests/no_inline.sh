@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A device that allows no inline data (no_inline_qp.so, LD_PRELOAD, refuses max_inline_data above
-# 0 with EINVAL): steps 03-07 and 09 ask again for none and run, the granted caps saying 0. Each
-# program's server and client, on rxe0, with the injector.
+# 0 with EINVAL): steps 03-07 and 09 ask again for none and run. Each program's server and
+# client, on rxe0, with the injector.
 # usage: no_inline.sh NO_INLINE_QP_SO PROGRAM...
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -17,7 +17,7 @@ for prog in "$@"; do
     args=(-d "$RDMA_DEVICE" --timeout 20)
     case $name in
         step03_connect) ;;
-        step05_endpoint) args+=(-n 10 -s 64 -v) ;;
+        step05_endpoint) args+=(-n 10 -s 64) ;;
         step07_bandwidth) args+=(-n 100 -s 64) ;;
         *) args+=(-n 10 -s 64) ;;
     esac
@@ -30,13 +30,8 @@ for prog in "$@"; do
     for side in server client; do
         expect_exit "${name}_$side" 0
         expect_line "${name}_$side" err "no_inline_qp: ibv_create_qp refuses max_inline_data 64"
+        expect_line "${name}_$side" err "no_inline_qp: ibv_create_qp with max_inline_data 0"
     done
-    case $name in
-        step03_connect | step04_pingpong)
-            expect_line "${name}_client" out "    max_inline_data  requested 64, granted 0" ;;
-        step05_endpoint)
-            expect_match "${name}_client" out "^device $RDMA_DEVICE, port 1, max inline 0 bytes\$" ;;
-    esac
     echo "$name: asked again with no inline data, and ran"
 done
 echo PASS

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -91,7 +92,8 @@ Device::Device(const DeviceConfig& config) : port_(config.port), gid_index_(conf
 }
 //! [open]
 
-LocalPort Device::local_port_for(const std::optional<GidBytes>& local_address) const {
+LocalPort Device::local_port_for(
+    const std::optional<std::array<std::uint8_t, 16>>& local_address) const {
     LocalPort port = query_local_port(context_.get(), port_, gid_index_, opened_.attr.phys_port_cnt,
                                       local_address);
     port.service_level = local_.service_level;
@@ -207,7 +209,8 @@ PeerInfo RDMAEndpoint::local_info() const {
     return info;
 }
 
-void RDMAEndpoint::use_local_address(const std::optional<GidBytes>& local_address) {
+void RDMAEndpoint::use_local_address(
+    const std::optional<std::array<std::uint8_t, 16>>& local_address) {
     if (remote_ || !qp_)
         throw std::logic_error("use_local_address: the endpoint is connected, or moved from");
     local_port_ = device_->local_port_for(local_address);

@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -144,8 +145,8 @@ struct LocalPort {
 };
 
 // step03's choice: the RoCE v2 entry that holds the TCP connection's local address.
-[[nodiscard]] inline std::optional<std::uint32_t> gid_with_address(std::span<const GidEntry> table,
-                                                                   const GidBytes& address) {
+[[nodiscard]] inline std::optional<std::uint32_t> gid_with_address(
+    std::span<const GidEntry> table, const std::array<std::uint8_t, 16>& address) {
     for (const GidEntry& entry : table) {
         if (entry.type == IBV_GID_TYPE_ROCE_V2 && entry.gid == address) { return entry.index; }
     }
@@ -154,8 +155,8 @@ struct LocalPort {
 
 // -g wins; then the entry with the TCP connection's local address; then step 01's rule.
 [[nodiscard]] inline std::optional<std::uint32_t> choose_source_gid(
-    std::span<const GidEntry> table, int gid_index, const std::optional<GidBytes>& local_address,
-    std::string& rule) {
+    std::span<const GidEntry> table, int gid_index,
+    const std::optional<std::array<std::uint8_t, 16>>& local_address, std::string& rule) {
     if (gid_index >= 0) {
         rule = "given with -g";
         return static_cast<std::uint32_t>(gid_index);
@@ -175,9 +176,9 @@ struct LocalPort {
 
 // local_address: the TCP connection's own address (tcp.hpp's local_address_bytes), once there is
 // one; nothing before.
-[[nodiscard]] inline LocalPort query_local_port(ibv_context* context, int ib_port, int gid_index,
-                                                int port_count,
-                                                const std::optional<GidBytes>& local_address) {
+[[nodiscard]] inline LocalPort query_local_port(
+    ibv_context* context, int ib_port, int gid_index, int port_count,
+    const std::optional<std::array<std::uint8_t, 16>>& local_address) {
     LocalPort local;
     // ibv_query_port returns the error number itself: use it, not errno.
     if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(ib_port), &local.attr);

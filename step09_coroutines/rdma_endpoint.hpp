@@ -11,6 +11,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -88,7 +89,8 @@ class Device {
     [[nodiscard]] const LocalPort& local_port() const noexcept { return local_; }
     /// \brief The port as a connection through this local address uses it: step03's choice of
     /// GID by the TCP connection's local address (-g still wins), with the fabric controls.
-    [[nodiscard]] LocalPort local_port_for(const std::optional<GidBytes>& local_address) const;
+    [[nodiscard]] LocalPort local_port_for(
+        const std::optional<std::array<std::uint8_t, 16>>& local_address) const;
 
   private:
     std::uint8_t port_ = 1;
@@ -160,7 +162,7 @@ class RDMAEndpoint {
     /// \brief Chooses this connection's source GID by the TCP connection's local address, as
     /// step03 does (-g still wins); the handshake calls it once the socket is connected.
     /// \throws std::logic_error once connected, or on a moved-from endpoint
-    void use_local_address(const std::optional<GidBytes>& local_address);
+    void use_local_address(const std::optional<std::array<std::uint8_t, 16>>& local_address);
     /// \brief The port as this endpoint uses it: the GID, the rule that chose it, the fabric
     /// controls.
     [[nodiscard]] const LocalPort& local_port() const noexcept { return local_port_; }

@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -279,6 +280,24 @@ struct AddressList {
                             "no server listens there: start the server first, or check -p");
     }
     throw TutorialError(last_error == ETIMEDOUT ? kExitTimeout : kExitPeer, what);
+}
+
+// The handshake's TCP connection, in either role: a client (HOST given) connects, retrying while
+// the server starts; a server listens on --bind and -p and accepts one client, and keeps its
+// listening socket in listener until the caller is done. It says which on stdout first.
+[[nodiscard]] inline Socket open_connection(const std::string& host,
+                                            const std::string& bind_address, int port,
+                                            std::chrono::seconds timeout, Socket& listener,
+                                            std::string& peer_name) {
+    if (!host.empty()) {
+        std::printf("connecting to %s port %d\n", host.c_str(), port);
+        std::fflush(stdout);
+        return connect_to(host, port, timeout, peer_name);
+    }
+    listener = listen_on(bind_address, port);
+    std::printf("waiting for a client on port %d\n", port);
+    std::fflush(stdout);
+    return accept_client(listener, port, timeout, peer_name);
 }
 
 // Sends every byte, whatever the kernel takes per call (partial writes, EINTR, EAGAIN).

@@ -94,6 +94,18 @@ template <typename ConnectQp>
 }
 //! [handshake]
 
+// The port as this connection uses it: the GID that holds the connection's local address (or
+// -g, or step 01's rule), printed with its rule, and the fabric controls -l and --tclass.
+inline LocalPort local_port_for(const Resources& resources, const OpenedDevice& opened,
+                                const Options& options, const Socket& peer) {
+    LocalPort port = query_local_port(resources.context.get(), options.ib_port, options.gid_index,
+                                      opened.attr.phys_port_cnt, local_address_bytes(peer));
+    port.service_level = static_cast<std::uint8_t>(options.service_level);
+    port.traffic_class = static_cast<std::uint8_t>(options.traffic_class);
+    std::printf("%s\n", gid_choice_line(port).c_str());
+    return port;
+}
+
 //! [connect]
 // Both roles: TCP connect or accept; then the GID that holds the connection's local address, and
 // the handshake, which calls connect_qp in the middle.
@@ -102,22 +114,9 @@ inline void connect_to_peer(const Resources& resources, const OpenedDevice& open
     const std::chrono::seconds timeout(options.timeout_seconds);
     std::string peer_name;
     Socket listener;  // the server's: it stays open until the handshake is over
-    const Socket peer = [&] {
-        if (!options.host.empty()) {
-            std::printf("connecting to %s port %d\n", options.host.c_str(), options.tcp_port);
-            std::fflush(stdout);
-            return connect_to(options.host, options.tcp_port, timeout, peer_name);
-        }
-        listener = listen_on(options.bind_address, options.tcp_port);
-        std::printf("waiting for a client on port %d\n", options.tcp_port);
-        std::fflush(stdout);
-        return accept_client(listener, options.tcp_port, timeout, peer_name);
-    }();
-    LocalPort port = query_local_port(resources.context.get(), options.ib_port, options.gid_index,
-                                      opened.attr.phys_port_cnt, local_address_bytes(peer));
-    port.service_level = static_cast<std::uint8_t>(options.service_level);
-    port.traffic_class = static_cast<std::uint8_t>(options.traffic_class);
-    std::printf("%s\n", gid_choice_line(port).c_str());
+    const Socket peer = open_connection(options.host, options.bind_address, options.tcp_port,
+                                        timeout, listener, peer_name);
+    const LocalPort port = local_port_for(resources, opened, options, peer);
 
     QpEndpointInfo local;
     local.lid = port.attr.lid;

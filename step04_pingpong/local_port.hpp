@@ -43,6 +43,7 @@ struct LocalPort {
     }
     return std::nullopt;
 }
+//! [gid_by_route]
 
 // -g wins; then the entry with the TCP connection's local address; then step 01's rule.
 [[nodiscard]] inline std::optional<std::uint32_t> choose_source_gid(
@@ -66,7 +67,6 @@ struct LocalPort {
     if (!choice) { return std::nullopt; }
     return choice->index;
 }
-//! [gid_by_route]
 
 // local_address: the TCP connection's own address (tcp.hpp's local_address_bytes), once there is
 // one.

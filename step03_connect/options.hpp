@@ -26,7 +26,7 @@ struct Options {
     std::size_t size = 4096;
     int rx_depth = 500;
     int tx_depth = 16;
-    int gid_index = -1;     // -1: chosen as in step 01
+    int gid_index = -1;     // -1: by the TCP connection's address
     int service_level = 0;  // -l/--sl: the SL in the address vector
     int traffic_class = 0;  // --tclass: the GRH's traffic class (DSCP and ECN bits)
     int pkey_index = 0;     // --pkey-index: the P_Key table entry at INIT
@@ -46,7 +46,8 @@ struct Options {
            "walks it RESET->INIT->RTR->RTS, and exchanges one \"hello\" each way.\n"
            "  -d, --ib-dev=NAME    use this device (default: the first one found)\n"
            "  -i, --ib-port=N      use this port, 1-255 (default 1)\n"
-           "  -g, --gid-idx=N      use this GID index (default: chosen as in step 01)\n"
+           "  -g, --gid-idx=N      use this GID index (default: the one that holds the TCP\n"
+           "                       connection's local address, else chosen as in step 01)\n"
            "  -l, --sl=N           service level, 0-15 (default 0)\n"
            "      --tclass=N       traffic class, 0-255: DSCP << 2 | ECN (default 0)\n"
            "      --pkey-index=N   P_Key table index (default 0)\n"

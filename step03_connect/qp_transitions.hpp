@@ -58,7 +58,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     attr.max_dest_rd_atomic = 1;
     attr.min_rnr_timer = kMinRnrTimer;
     attr.ah_attr.dlid = remote.lid;
-    attr.ah_attr.sl = port.service_level;  // the virtual lane on IB; the VLAN priority on RoCE
+    attr.ah_attr.sl = port.service_level;  // IB: mapped to a virtual lane; RoCE: a priority
     attr.ah_attr.src_path_bits = 0;
     attr.ah_attr.port_num = static_cast<std::uint8_t>(ib_port);
     if (ethernet || !is_zero_gid(remote.gid)) {
@@ -66,7 +66,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
         attr.ah_attr.grh.hop_limit = 1;
         std::memcpy(attr.ah_attr.grh.dgid.raw, remote.gid.data(), remote.gid.size());
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
-        // The DSCP and ECN bits: RoCE v2 copies them into the IP header's TOS byte.
+        // Its upper six bits are the DSCP, which RoCE v2 carries in the IP header.
         attr.ah_attr.grh.traffic_class = port.traffic_class;
     }
     return attr;

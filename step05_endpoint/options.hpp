@@ -30,7 +30,7 @@ struct Options {
     std::size_t size = 4096;
     int rx_depth = 500;
     int tx_depth = 16;
-    int gid_index = -1;     // -1: chosen as in step 01
+    int gid_index = -1;     // -1: by the TCP connection's address
     int service_level = 0;  // -l/--sl: the SL in the address vector
     int traffic_class = 0;  // --tclass: the GRH's traffic class (DSCP and ECN bits)
     int pkey_index = 0;     // --pkey-index: the P_Key table entry at INIT

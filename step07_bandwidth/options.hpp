@@ -37,7 +37,7 @@ struct Options {
     int qps = 1;              // -q
     int inline_size = 0;      // -I: 0 = off
     bool all_sizes = false;   // -a
-    int gid_index = -1;       // -1: chosen as in step 01
+    int gid_index = -1;       // -1: by the TCP connection's address
     int service_level = 0;    // -S/--sl: the SL in the address vector
     int traffic_class = 0;    // --tclass: the GRH's traffic class (DSCP and ECN bits)
     int pkey_index = 0;       // --pkey-index: the P_Key table entry at INIT

@@ -67,7 +67,7 @@ struct Options {
   -e, --events           sleep on completion events instead of busy polling
       --note=TEXT        a label for the server's log, sent in the connection's private data
   -T, --tos=N            the IP TOS byte, DSCP << 2 | ECN, 0-255, as perftest's -T; the server's
-                         packets take the client's (default: not set, rdma_cm's 0)
+                         packets take the client's (default: rdma_cm's, 0 unless configured)
 )";
 }
 

@@ -1,0 +1,219 @@
+// One side of step04's ping-pong over an RDMAEndpoint: the endpoint's config from the options,
+// the --check payload, the engine, and the endpoint's end (its events taken and counted).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "cq_events.hpp"
+#include "handshake.hpp"
+#include "options.hpp"
+#include "qp_transitions.hpp"
+#include "rdma_endpoint.hpp"
+#include "tcp.hpp"
+
+namespace tutorial {
+
+inline DeviceConfig device_config(const Options& o) {
+    return {o.device_name,
+            static_cast<std::uint8_t>(o.ib_port),
+            o.gid_index,
+            static_cast<std::uint8_t>(o.service_level),
+            static_cast<std::uint8_t>(o.traffic_class),
+            static_cast<std::uint16_t>(o.pkey_index)};
+}
+
+inline EndpointConfig endpoint_config(const Options& o, bool channel) {
+    EndpointConfig c;
+    c.buffer_size = 2 * o.size;  // [receive slot | send slot]
+    c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
+    c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
+    c.mtu = *mtu_from_bytes(o.mtu);  // parse_options allows IB MTUs only
+    c.completion_channel = channel;
+    return c;
+}
+
+// v3 carries -s and -n: a mismatch is an error at connect time.
+inline HandshakeSettings handshake_settings(const Options& o) {
+    HandshakeSettings h;
+    h.message_size = static_cast<std::uint32_t>(o.size);
+    h.iterations = o.iters;
+    h.timeout = std::chrono::seconds(o.timeout_seconds);
+    return h;
+}
+
+inline void print_address(const char* which, const PeerInfo& info) {
+    std::printf("  %s address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", which, info.lid,
+                info.qpn, info.psn, format_gid(info.gid).c_str());
+}
+
+// ------------------------------------------------------------ payload check
+
+/// The --check pattern's byte `k` of message `iter` sent by `side` (0 client, 1 server): step04's
+/// pattern, byte k of message id is (id + k) mod 251, where id = 2 * iter + side.
+[[nodiscard]] inline std::byte payload_byte(std::size_t k, std::uint32_t iter, int side) {
+    const std::uint64_t id = std::uint64_t{iter} * 2 + static_cast<std::uint64_t>(side);
+    return static_cast<std::byte>((id + k) % 251);
+}
+
+inline void fill_payload(std::span<std::byte> message, std::uint32_t iter, int side) {
+    for (std::size_t k = 0; k < message.size(); ++k) { message[k] = payload_byte(k, iter, side); }
+}
+
+/// Compares byte by byte, so that checking a message allocates nothing.
+[[nodiscard]] inline bool payload_ok(std::span<const std::byte> message, std::uint32_t iter,
+                                     int side) {
+    for (std::size_t k = 0; k < message.size(); ++k) {
+        if (message[k] != payload_byte(k, iter, side)) { return false; }
+    }
+    return true;
+}
+
+// ------------------------------------------------------- the ping-pong engine
+
+// A send's wr_id is its index (0, 1, ...); every receive has this one.
+inline constexpr std::uint64_t kReceiveWrId = ~std::uint64_t{0};
+inline constexpr int kClientSide = 0, kServerSide = 1;
+
+//! [pingpong]
+/// One side of step04's ping-pong over an endpoint whose buffer holds
+/// [receive slot | send slot]. As in step04, each side sends its next message
+/// as soon as the peer's has arrived, and only every tx_depth/2-th send (and the
+/// last) asks for a completion: so a waiting side is woken once per message, by
+/// the peer's message, not a second time by its own send's completion. Reusing
+/// the send slot is safe for the same reason as in step04: the peer answers
+/// only what has arrived.
+class PingPong {
+  public:
+    PingPong(RDMAEndpoint& endpoint, const Options& options, int side)
+        : ep_(endpoint),
+          size_(options.size),
+          iters_(options.iters),
+          rx_depth_(static_cast<std::uint32_t>(options.rx_depth)),
+          tx_depth_(static_cast<std::uint32_t>(options.tx_depth)),
+          signal_every_(std::max(1U, tx_depth_ / 2)),
+          refill_batch_(std::max(1U, std::min(16U, rx_depth_ / 2))),
+          check_(options.check),
+          side_(side) {}
+
+    void post_initial_receives() { refill_receives(); }
+
+    /// Handles one work completion; throws WorkCompletionError on a failed one
+    /// and TutorialError(kExitPeer) on a payload that fails the check.
+    void on_completion(const ibv_wc& wc) {
+        if (wc.status != IBV_WC_SUCCESS) {
+            throw WorkCompletionError(wc, wc.wr_id == kReceiveWrId);
+        }
+        if (wc.wr_id < sent_) {
+            // A signaled send: it and every unsignaled send before it are done.
+            completed_sends_ = static_cast<std::uint32_t>(wc.wr_id) + 1;
+        } else if (wc.wr_id == kReceiveWrId) {
+            if (wc.byte_len != size_) {
+                throw TutorialError(kExitPeer, "message " + std::to_string(received_) + " has " +
+                                                   std::to_string(wc.byte_len) +
+                                                   " bytes, expected " + std::to_string(size_) +
+                                                   " (same -s on both sides?)");
+            }
+            if (check_) {
+                if (!payload_ok(ep_.buffer().first(size_), received_, 1 - side_)) {
+                    throw TutorialError(kExitPeer, "message " + std::to_string(received_) +
+                                                       " failed the --check pattern");
+                }
+                ++verified_;
+            }
+            ++received_;
+            --posted_receives_;
+            awaiting_receive_ = false;
+            last_receive_ = Clock::now();
+            if (posted_receives_ <= rx_depth_ - refill_batch_ &&
+                received_ + posted_receives_ < iters_) {
+                refill_receives();
+            }
+        } else {
+            throw std::logic_error("unexpected wr_id " + std::to_string(wc.wr_id));
+        }
+    }
+
+    /// Posts the next message when the ping-pong allows it; true if it did.
+    bool maybe_send() {
+        if (!ready_to_send()) { return false; }
+        // The server answers message i; the client sends message i after reply i-1.
+        if (side_ == kServerSide && sent_ >= received_) { return false; }
+        auto slot = ep_.buffer().subspan(size_, size_);
+        if (check_) { fill_payload(slot, sent_, side_); }
+        last_send_ = Clock::now();
+        const bool signaled = (sent_ + 1) % signal_every_ == 0 || sent_ + 1 == iters_;
+        ep_.post_send(sent_, size_, size_, signaled);
+        ++sent_;
+        awaiting_receive_ = side_ == kClientSide;
+        return true;
+    }
+
+    [[nodiscard]] bool complete() const {
+        return received_ == iters_ && completed_sends_ == iters_;
+    }
+    [[nodiscard]] bool ready_to_send() const {
+        // Room in the send queue: its unsignaled sends are freed only by a later
+        // signaled one, so never more than tx_depth outstanding.
+        return !awaiting_receive_ && sent_ < iters_ && sent_ - completed_sends_ < tx_depth_;
+    }
+    [[nodiscard]] std::uint32_t received() const { return received_; }
+    [[nodiscard]] std::uint32_t sent() const { return sent_; }
+    [[nodiscard]] std::uint32_t verified() const { return verified_; }
+    [[nodiscard]] Clock::time_point last_send() const { return last_send_; }
+    [[nodiscard]] Clock::time_point last_receive() const { return last_receive_; }
+
+  private:
+    void refill_receives() {
+        const std::uint32_t wanted = std::min(rx_depth_, iters_ - received_) - posted_receives_;
+        ep_.post_recv(kReceiveWrId, 0, size_, wanted);
+        posted_receives_ += wanted;
+    }
+
+    RDMAEndpoint& ep_;
+    std::size_t size_;
+    std::uint32_t iters_;
+    std::uint32_t rx_depth_;
+    std::uint32_t tx_depth_;
+    std::uint32_t signal_every_;
+    std::uint32_t refill_batch_;  // as step04: re-post receives 16 at a time (fewer for a small -r)
+    bool check_;
+    int side_;
+    std::uint32_t sent_ = 0, received_ = 0, completed_sends_ = 0, verified_ = 0;
+    std::uint32_t posted_receives_ = 0;
+    bool awaiting_receive_ = false;
+    Clock::time_point last_send_{}, last_receive_{};
+};
+//! [pingpong]
+
+/// Takes the events already queued on the channel, just before the final ack, so that the
+/// event counts include one that arrived after the last message.
+inline void take_queued_events(RDMAEndpoint& ep) noexcept {
+    if (ep.channel_fd() < 0) { return; }
+    try {
+        while (ep.get_event()) { ep.events().on_event(); }
+    } catch (const std::exception&) {
+        return;  // only the statistics lose: the final ack and destroy still run
+    }
+}
+
+/// What an endpoint's events came to, for the line each side prints at the end.
+[[nodiscard]] inline std::string event_counts(const CqEventTracker& ev) {
+    char text[256];
+    std::snprintf(
+        text, sizeof text, "events %llu, acked %llu, empty drains %llu, safety-net finds %llu",
+        static_cast<unsigned long long>(ev.received()), static_cast<unsigned long long>(ev.acked()),
+        static_cast<unsigned long long>(ev.empty_drains()),
+        static_cast<unsigned long long>(ev.safety_net_finds()));
+    return text;
+}
+
+}  // namespace tutorial

@@ -1,5 +1,5 @@
 // Step 06: step05's handshake v3 and the client's TCP exchange, free functions beside
-// RDMAEndpoint (the server does its side in its event loop).
+// Connection (the server does its side in its event loop).
 #include "handshake.hpp"
 
 #include "tcp.hpp"
@@ -182,17 +182,17 @@ void send_handshake(const Socket& peer, const PeerInfo& mine, std::chrono::secon
              "the handshake");
 }
 
-void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
+void handshake_as_client(Connection& connection, const Socket& server,
                          const HandshakeSettings& settings) {
     // step03's rule: the GID that holds this connection's local address.
-    endpoint.use_local_address(local_address_bytes(server));
-    const PeerInfo mine = with_run(endpoint.local_info(), settings);
+    connection.use_local_address(local_address_bytes(server));
+    const PeerInfo mine = with_run(connection.local_info(), settings);
     send_handshake(server, mine, settings.timeout);
     const PeerInfo remote = decode_handshake_v3(receive_handshake(server, settings.timeout));
     // The server has found the same mismatch, answered, and closed: both sides say it.
     if (std::string mismatch = describe_run_mismatch(mine, remote, false); !mismatch.empty())
         throw TutorialError(kExitPeer, mismatch);
-    endpoint.connect(remote);
+    connection.connect(remote);
     send_all(server, std::span(kDoneMessage, sizeof kDoneMessage), settings.timeout, "\"done\"");
 }
 
@@ -200,11 +200,11 @@ void handshake_as_client(RDMAEndpoint& endpoint, const Socket& server,
 //! [handshake]
 
 // step04's connect_to_peer, in the two roles: TCP (tcp.hpp), then the handshake.
-Socket connect_to_peer(RDMAEndpoint& endpoint, const std::string& host, std::uint16_t port,
+Socket connect_to_peer(Connection& connection, const std::string& host, std::uint16_t port,
                        const HandshakeSettings& settings) {
     std::string server_name;
     Socket server = connect_to(host, port, settings.timeout, server_name);
-    handshake_as_client(endpoint, server, settings);
+    handshake_as_client(connection, server, settings);
     return server;
 }
 

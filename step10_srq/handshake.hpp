@@ -1,8 +1,8 @@
 // Step 06: step05's handshake v3 and the client's TCP exchange, free functions beside
-// RDMAEndpoint (the server does its side in its event loop).
+// Connection (the server does its side in its event loop).
 #pragma once
 
-#include "rdma_endpoint.hpp"
+#include "connection.hpp"
 #include "tcp.hpp"
 
 #include <array>
@@ -76,14 +76,14 @@ struct HandshakeSettings {
 /// -s and -n, for the peer to compare.
 [[nodiscard]] PeerInfo with_run(PeerInfo info, const HandshakeSettings& settings);
 
-/// \brief Connects \p endpoint as the client: TCP to \p host:\p port, handshake v3, RTR and RTS.
+/// \brief Connects \p connection as the client: TCP to \p host:\p port, handshake v3, RTR and RTS.
 /// (The server, server.hpp, does its side in its event loop.)
 /// \return the TCP connection, open: the server keeps its end until the session ends, so its
 ///         close tells the client that the server has gone (see peer_closed())
 /// \throws TutorialError kExitPeer (refused, closed, bad handshake, or in v3 a -s or -n that
 ///         differs from the peer's: describe_run_mismatch()), kExitTimeout
 /// \throws std::system_error naming the verb or socket call that failed
-[[nodiscard]] Socket connect_to_peer(RDMAEndpoint& endpoint, const std::string& host,
+[[nodiscard]] Socket connect_to_peer(Connection& connection, const std::string& host,
                                      std::uint16_t port, const HandshakeSettings& settings);
 
 /// \brief True once the peer has closed \p connection (or reset it): a check that never blocks.

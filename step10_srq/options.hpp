@@ -1,5 +1,5 @@
 // The program's name, its options and their parser: step05's ping-pong options plus the
-// server's (--exit-after, --safety-ms) and the client's ways to wait.
+// server's (--exit-after, --safety-ms, the shared resources' sizes) and the client's ways to wait.
 #pragma once
 
 #include "errors.hpp"
@@ -47,7 +47,11 @@ struct Options {
     // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
     // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
+    // the shared receive queue (-r is its depth) and, on the server, the shared CQ's sizing
+    std::uint32_t srq_limit = 0;     // 0: refill after each completion pass; else on the event
+    std::uint32_t max_clients = 128;  // the shared CQ holds this many clients' sends
     // client
+    std::uint32_t connections = 1;  // QPs (and TCP connections) from this one process
     WaitMode mode = WaitMode::busy;
     std::uint32_t spin_us = 0;
     std::uint32_t rate = 0;  // messages per second; 0: as fast as possible
@@ -66,7 +70,8 @@ struct Options {
   -s, --size=BYTES       message size (default 4096)
   -n, --iters=N          messages per client (default 1000)
   -m, --mtu=MTU          path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
-  -r, --rx-depth=N       receives kept posted (default 500)
+  -r, --rx-depth=N       receives kept posted on the shared receive queue (default 500)
+      --srq-depth=N      the same as -r
   -t, --tx-depth=N       send queue depth (default 16)
   -p, --port=PORT        TCP port (default 18515)
       --bind=ADDR        server: listen on ADDR (default: all)
@@ -77,7 +82,11 @@ struct Options {
   server:
       --exit-after=N     exit after N connections ended (default: run until SIGINT/SIGTERM)
       --safety-ms=MS     epoll_wait timeout; the safety-net CQ poll runs then (default 100)
+      --max-clients=N    clients served at once; the shared CQ is sized for them (default 128)
+      --srq-limit=N      refill the receives when fewer than N are posted (the SRQ's limit
+                         event), instead of after each completion pass (default 0: off)
   client:
+      --connections=N    open N connections from this process, one QP each (default 1)
   -e, --events           sleep on completion events instead of busy polling
       --spin-us=N        poll for up to N microseconds, then arm the CQ and sleep (as rsocket)
   for the benchmarks under bench/ (client only):
@@ -95,7 +104,10 @@ enum LongOnlyOption : int {
     kOptSpinUs,
     kOptRate,
     kOptTclass,
-    kOptPkeyIndex
+    kOptPkeyIndex,
+    kOptMaxClients,
+    kOptSrqLimit,
+    kOptConnections
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -108,6 +120,10 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"iters", required_argument, nullptr, 'n'},
                                       {"mtu", required_argument, nullptr, 'm'},
                                       {"rx-depth", required_argument, nullptr, 'r'},
+                                      {"srq-depth", required_argument, nullptr, 'r'},
+                                      {"max-clients", required_argument, nullptr, kOptMaxClients},
+                                      {"srq-limit", required_argument, nullptr, kOptSrqLimit},
+                                      {"connections", required_argument, nullptr, kOptConnections},
                                       {"tx-depth", required_argument, nullptr, 't'},
                                       {"port", required_argument, nullptr, 'p'},
                                       {"bind", required_argument, nullptr, kOptBind},
@@ -174,6 +190,17 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
         case kOptRate:
             o.rate = static_cast<std::uint32_t>(parse_number(arg, "--rate", 1, 10'000'000));
             break;
+        case kOptMaxClients:
+            o.max_clients =
+                static_cast<std::uint32_t>(parse_number(arg, "--max-clients", 1, 1'000'000));
+            break;
+        case kOptSrqLimit:
+            o.srq_limit = static_cast<std::uint32_t>(parse_number(arg, "--srq-limit", 0, kMaxDepth));
+            break;
+        case kOptConnections:
+            o.connections =
+                static_cast<std::uint32_t>(parse_number(arg, "--connections", 1, 100'000));
+            break;
         case 'v': o.verbose = true; break;
         case 'h': o.help = true; break;
     }
@@ -187,6 +214,15 @@ inline void check_option_combinations(Options& o) {
     }
     if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
         throw UsageError("--exit-after and --bind are server options (drop the HOST)");
+    }
+    if (o.host.empty() && o.connections > 1) {
+        throw UsageError("--connections is a client option (give a HOST)");
+    }
+    // mlx5 refuses a limit at or over the SRQ's size: the rule that holds on every device.
+    if (o.srq_limit >= static_cast<std::uint32_t>(o.rx_depth)) {
+        throw UsageError("--srq-limit " + std::to_string(o.srq_limit) + " must be below --srq-depth " +
+                         std::to_string(o.rx_depth) +
+                         " (the SRQ fires when its receives drop below the limit)");
     }
 }
 

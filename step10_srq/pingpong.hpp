@@ -1,5 +1,5 @@
-// One side of step04's ping-pong over an RDMAEndpoint: the endpoint's config from the options,
-// the --check payload, the engine, and the endpoint's end (its events taken and counted).
+// One side of step04's ping-pong over a Connection: the device's config from the options, the
+// --check payload, the engine, and the shared CQ's end (its events taken and counted).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -17,7 +17,8 @@
 #include "handshake.hpp"
 #include "options.hpp"
 #include "qp_transitions.hpp"
-#include "rdma_endpoint.hpp"
+#include "connection.hpp"
+#include "shared_cq.hpp"
 #include "tcp.hpp"
 
 namespace tutorial {
@@ -29,16 +30,6 @@ inline DeviceConfig device_config(const Options& o) {
             static_cast<std::uint8_t>(o.service_level),
             static_cast<std::uint8_t>(o.traffic_class),
             static_cast<std::uint16_t>(o.pkey_index)};
-}
-
-inline EndpointConfig endpoint_config(const Options& o, bool channel) {
-    EndpointConfig c;
-    c.buffer_size = 2 * o.size;  // [receive slot | send slot]
-    c.tx_depth = static_cast<std::uint32_t>(o.tx_depth);
-    c.rx_depth = static_cast<std::uint32_t>(o.rx_depth);
-    c.mtu = *mtu_from_bytes(o.mtu);  // parse_options allows IB MTUs only
-    c.completion_channel = channel;
-    return c;
 }
 
 // v3 carries -s and -n: a mismatch is an error at connect time.
@@ -79,13 +70,12 @@ inline void fill_payload(std::span<std::byte> message, std::uint32_t iter, int s
 
 // ------------------------------------------------------- the ping-pong engine
 
-// A send's wr_id is its index (0, 1, ...); every receive has this one.
-inline constexpr std::uint64_t kReceiveWrId = ~std::uint64_t{0};
 inline constexpr int kClientSide = 0, kServerSide = 1;
 
 //! [pingpong]
-/// One side of step04's ping-pong over an endpoint whose buffer holds
-/// [receive slot | send slot]. As in step04, each side sends its next message
+/// One side of step04's ping-pong over a connection, whose receives come from the shared
+/// receive queue: the caller hands each received message's slot in. A send's wr_id is
+/// kSendTag | its index. As in step04, each side sends its next message
 /// as soon as the peer's has arrived, and only every tx_depth/2-th send (and the
 /// last) asks for a completion: so a waiting side is woken once per message, by
 /// the peer's message, not a second time by its own send's completion. Reusing
@@ -93,29 +83,24 @@ inline constexpr int kClientSide = 0, kServerSide = 1;
 /// only what has arrived.
 class PingPong {
   public:
-    PingPong(RDMAEndpoint& endpoint, const Options& options, int side)
-        : ep_(endpoint),
+    PingPong(Connection& connection, const Options& options, int side)
+        : conn_(connection),
           size_(options.size),
           iters_(options.iters),
-          rx_depth_(static_cast<std::uint32_t>(options.rx_depth)),
           tx_depth_(static_cast<std::uint32_t>(options.tx_depth)),
           signal_every_(std::max(1U, tx_depth_ / 2)),
-          refill_batch_(std::max(1U, std::min(16U, rx_depth_ / 2))),
           check_(options.check),
           side_(side) {}
 
-    void post_initial_receives() { refill_receives(); }
-
-    /// Handles one work completion; throws WorkCompletionError on a failed one
-    /// and TutorialError(kExitPeer) on a payload that fails the check.
-    void on_completion(const ibv_wc& wc) {
-        if (wc.status != IBV_WC_SUCCESS) {
-            throw WorkCompletionError(wc, wc.wr_id == kReceiveWrId);
-        }
-        if (wc.wr_id < sent_) {
-            // A signaled send: it and every unsignaled send before it are done.
-            completed_sends_ = static_cast<std::uint32_t>(wc.wr_id) + 1;
-        } else if (wc.wr_id == kReceiveWrId) {
+    /// Handles one work completion and, for a receive, the bytes that landed in its slot; throws
+    /// WorkCompletionError on a failed one and TutorialError(kExitPeer) on a payload that fails
+    /// the check.
+    void on_completion(const ibv_wc& wc, std::span<const std::byte> received) {
+        const bool send = (wc.wr_id & kSendTag) != 0;
+        if (wc.status != IBV_WC_SUCCESS) { throw WorkCompletionError(wc, !send); }
+        if (send) {
+            on_send_done(wc.wr_id);
+        } else {
             if (wc.byte_len != size_) {
                 throw TutorialError(kExitPeer, "message " + std::to_string(received_) + " has " +
                                                    std::to_string(wc.byte_len) +
@@ -123,23 +108,28 @@ class PingPong {
                                                    " (same -s on both sides?)");
             }
             if (check_) {
-                if (!payload_ok(ep_.buffer().first(size_), received_, 1 - side_)) {
+                if (!payload_ok(received.first(std::min(size_, received.size())), received_,
+                                1 - side_)) {
                     throw TutorialError(kExitPeer, "message " + std::to_string(received_) +
                                                        " failed the --check pattern");
                 }
                 ++verified_;
             }
             ++received_;
-            --posted_receives_;
             awaiting_receive_ = false;
             last_receive_ = Clock::now();
-            if (posted_receives_ <= rx_depth_ - refill_batch_ &&
-                received_ + posted_receives_ < iters_) {
-                refill_receives();
-            }
-        } else {
-            throw std::logic_error("unexpected wr_id " + std::to_string(wc.wr_id));
         }
+    }
+
+    /// A send's completion, successful or flushed: it and every unsignaled send before it are
+    /// done.
+    void on_send_done(std::uint64_t wr_id) {
+        const auto index = static_cast<std::uint32_t>(wr_id & ~kSendTag);
+        if (index >= sent_) {
+            throw std::logic_error("a completion for send " + std::to_string(index) +
+                                   ", which was not posted");
+        }
+        completed_sends_ = std::max(completed_sends_, index + 1);
     }
 
     /// Posts the next message when the ping-pong allows it; true if it did.
@@ -147,11 +137,10 @@ class PingPong {
         if (!ready_to_send()) { return false; }
         // The server answers message i; the client sends message i after reply i-1.
         if (side_ == kServerSide && sent_ >= received_) { return false; }
-        auto slot = ep_.buffer().subspan(size_, size_);
-        if (check_) { fill_payload(slot, sent_, side_); }
+        if (check_) { fill_payload(conn_.send_slot(), sent_, side_); }
         last_send_ = Clock::now();
         const bool signaled = (sent_ + 1) % signal_every_ == 0 || sent_ + 1 == iters_;
-        ep_.post_send(sent_, size_, size_, signaled);
+        conn_.post_send(kSendTag | sent_, size_, signaled);
         ++sent_;
         awaiting_receive_ = side_ == kClientSide;
         return true;
@@ -168,27 +157,20 @@ class PingPong {
     [[nodiscard]] std::uint32_t received() const { return received_; }
     [[nodiscard]] std::uint32_t sent() const { return sent_; }
     [[nodiscard]] std::uint32_t verified() const { return verified_; }
+    /// Sends posted whose completion (or a later one's) has not come back yet.
+    [[nodiscard]] bool sends_outstanding() const { return completed_sends_ < sent_; }
     [[nodiscard]] Clock::time_point last_send() const { return last_send_; }
     [[nodiscard]] Clock::time_point last_receive() const { return last_receive_; }
 
   private:
-    void refill_receives() {
-        const std::uint32_t wanted = std::min(rx_depth_, iters_ - received_) - posted_receives_;
-        ep_.post_recv(kReceiveWrId, 0, size_, wanted);
-        posted_receives_ += wanted;
-    }
-
-    RDMAEndpoint& ep_;
+    Connection& conn_;
     std::size_t size_;
     std::uint32_t iters_;
-    std::uint32_t rx_depth_;
     std::uint32_t tx_depth_;
     std::uint32_t signal_every_;
-    std::uint32_t refill_batch_;  // as step04: re-post receives 16 at a time (fewer for a small -r)
     bool check_;
     int side_;
     std::uint32_t sent_ = 0, received_ = 0, completed_sends_ = 0, verified_ = 0;
-    std::uint32_t posted_receives_ = 0;
     bool awaiting_receive_ = false;
     Clock::time_point last_send_{}, last_receive_{};
 };
@@ -196,8 +178,7 @@ class PingPong {
 
 /// Takes the events already queued on the channel, just before the final ack, so that the
 /// event counts include one that arrived after the last message.
-inline void take_queued_events(RDMAEndpoint& ep) noexcept {
-    if (ep.channel_fd() < 0) { return; }
+inline void take_queued_events(SharedCompletionQueue& ep) noexcept {
     try {
         while (ep.get_event()) { ep.events().on_event(); }
     } catch (const std::exception&) {
@@ -205,7 +186,7 @@ inline void take_queued_events(RDMAEndpoint& ep) noexcept {
     }
 }
 
-/// What an endpoint's events came to, for the line each side prints at the end.
+/// What the shared CQ's events came to, for the line each side prints at the end.
 [[nodiscard]] inline std::string event_counts(const CqEventTracker& ev) {
     char text[256];
     std::snprintf(

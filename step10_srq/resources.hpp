@@ -76,17 +76,17 @@ struct OpenedDevice {
     return buffer;
 }
 
-// An RC QP whose send and receive queues share one CQ, in RESET.
-[[nodiscard]] inline QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, std::uint32_t tx_depth,
-                                            std::uint32_t rx_depth) {
+// An RC QP whose send and receive queues share one CQ, in RESET. Its receives come from the
+// shared receive queue: with srq set, the device ignores max_recv_wr and max_recv_sge.
+[[nodiscard]] inline QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq,
+                                            std::uint32_t tx_depth) {
     ibv_qp_init_attr init_attr{};
     init_attr.send_cq = cq;
     init_attr.recv_cq = cq;
+    init_attr.srq = srq;
     init_attr.qp_type = IBV_QPT_RC;
     init_attr.cap.max_send_wr = tx_depth;
-    init_attr.cap.max_recv_wr = rx_depth;
     init_attr.cap.max_send_sge = 1;
-    init_attr.cap.max_recv_sge = 1;
     init_attr.cap.max_inline_data = 64;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
     if (!qp && errno == EINVAL) {

@@ -33,6 +33,7 @@ inline constexpr char kFree[] = "free";
 inline constexpr char kDeregMr[] = "ibv_dereg_mr";
 inline constexpr char kDestroyCq[] = "ibv_destroy_cq";
 inline constexpr char kDestroyQp[] = "ibv_destroy_qp";
+inline constexpr char kDestroySrq[] = "ibv_destroy_srq";
 inline int free_device_list(ibv_device** list) {
     ibv_free_device_list(list);
     return 0;
@@ -50,5 +51,7 @@ using Buffer = std::unique_ptr<std::byte, VerbsDeleter<std::byte, free_buffer, k
 using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
 using CompletionQueue = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
 using QueuePair = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
+using SharedReceiveQueueHandle =
+    std::unique_ptr<ibv_srq, VerbsDeleter<ibv_srq, ibv_destroy_srq, kDestroySrq>>;
 
 }  // namespace tutorial

@@ -25,17 +25,29 @@ namespace tutorial {
         case IBV_EVENT_QP_FATAL:
         case IBV_EVENT_QP_REQ_ERR:
         case IBV_EVENT_QP_ACCESS_ERR: return text + ": the QP is in the error state";
-        case IBV_EVENT_CQ_ERR: return text + ": the CQ overflowed; its completions are lost";
+        case IBV_EVENT_CQ_ERR:
+            return text + ": the shared CQ overflowed; every connection on it is lost";
+        case IBV_EVENT_SRQ_ERR:
+            return text + ": the shared receive queue failed; every connection on it is lost";
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            return text + ": fewer receives posted than the limit; refill, then re-arm";
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            return text + ": the QP in error will take no more receives from the SRQ";
         case IBV_EVENT_DEVICE_FATAL:
             return text + ": the device failed; every resource on it must be destroyed";
         default: return text;
     }
 }
 
-/// True for the events after which the QP (or the CQ behind it) cannot go on.
+/// True for the events after which the QP cannot go on.
 [[nodiscard]] inline bool fatal_for_qp(ibv_event_type type) {
     return type == IBV_EVENT_QP_FATAL || type == IBV_EVENT_QP_REQ_ERR ||
-           type == IBV_EVENT_QP_ACCESS_ERR || type == IBV_EVENT_CQ_ERR;
+           type == IBV_EVENT_QP_ACCESS_ERR;
+}
+
+/// True for the events after which no connection can go on: the CQ and the SRQ are shared.
+[[nodiscard]] inline bool fatal_for_server(ibv_event_type type) {
+    return type == IBV_EVENT_CQ_ERR || type == IBV_EVENT_SRQ_ERR || type == IBV_EVENT_DEVICE_FATAL;
 }
 //! [async_events]
 

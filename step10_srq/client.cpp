@@ -1,5 +1,5 @@
-// The client: one endpoint, one ping-pong, and three ways to wait for its completions (busy
-// polling, completion events, or a spin then events), measured.
+// The client: --connections ping-pongs on one shared CQ and SRQ, and three ways to wait for
+// their completions (busy polling, completion events, or a spin then events), measured.
 #include <poll.h>
 
 #include <algorithm>
@@ -12,11 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "connection.hpp"
+#include "connection_table.hpp"
+
 #include "cpu_usage.hpp"
 #include "cq_events.hpp"
 #include "handshake.hpp"
 #include "pingpong.hpp"
-#include "rdma_endpoint.hpp"
+#include "shared_cq.hpp"
+#include "shared_srq.hpp"
 #include "stats.hpp"
 #include "tcp.hpp"
 
@@ -24,14 +28,18 @@ namespace tutorial {
 
 namespace {
 
+/// The shared ring keeps this many receives more than the connections' replies in flight, and is
+/// refilled once that many are free: the refill is one chained post per batch of replies.
+constexpr std::uint32_t kRefillBatch = 16;
+
 /// The client's three ways to reap completions.
 class CompletionWaiter {
   public:
     /// \p wait_mask: in event mode, the signal mask to sleep with, while the caller holds
     /// SIGINT and SIGTERM blocked for the whole loop (tcp.hpp's poll_unblocking()).
-    CompletionWaiter(RDMAEndpoint& ep, const Socket& server, const Options& o,
+    CompletionWaiter(SharedCompletionQueue& cq, std::span<const Socket> servers, const Options& o,
                      const sigset_t* wait_mask)
-        : ep_(ep), server_(server), o_(o), wait_mask_(wait_mask) {}
+        : ep_(cq), servers_(servers), o_(o), wait_mask_(wait_mask) {}
 
     /// Calls `handle(wc)` for at least one completion (or returns at `wake_at`
     /// when that comes first). Throws on timeout or interruption.
@@ -53,9 +61,10 @@ class CompletionWaiter {
         return n;
     }
 
-    /// Once nothing came: has the server closed the TCP connection it keeps for the session?
+    /// Once nothing came: has the server closed a TCP connection it keeps for a session?
     void check_server() const {
-        if (peer_closed(server_)) {
+        if (std::any_of(servers_.begin(), servers_.end(),
+                        [](const Socket& server) { return peer_closed(server); })) {
             throw TutorialError(kExitPeer,
                                 "the server closed the connection during the run: it stopped, "
                                 "or ended this client's session",
@@ -163,8 +172,8 @@ class CompletionWaiter {
     }
     //! [spin]
 
-    RDMAEndpoint& ep_;
-    const Socket& server_;  // the handshake's TCP connection, kept open
+    SharedCompletionQueue& ep_;
+    std::span<const Socket> servers_;  // each connection's TCP connection, kept open
     const Options& o_;
     const sigset_t* wait_mask_;
     std::array<ibv_wc, 16> batch_{};
@@ -178,40 +187,74 @@ struct ClientRun {
     CpuUsage cpu_before, cpu_after;
 };
 
-ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, const Socket& server, PingPong& pingpong) {
+/// The client's connections: each one's QP on the shared CQ and SRQ, its ping-pong, and the TCP
+/// connection that the server keeps for the session.
+struct ClientConnections {
+    std::vector<std::unique_ptr<Connection>> connections;
+    std::vector<std::unique_ptr<PingPong>> pingpongs;
+    std::vector<Socket> servers;
+    std::vector<Clock::time_point> sent_at;  // each connection's last send, for its round trip
+};
+
+ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq,
+                    const ConnectionTable& table, ClientConnections& cc) {
     // Event mode sleeps once per message: the stop signals stay blocked across the loop, and each
     // sleep unblocks them (ppoll's mask), so a SIGINT still ends the run within one wait. Busy and
     // spin modes may never sleep, so they keep them unblocked.
     std::optional<StopSignalsBlocked> held;
     if (o.mode == WaitMode::event) { held.emplace(); }
-    CompletionWaiter waiter(ep, server, o, held ? &held->before() : nullptr);
+    CompletionWaiter waiter(cq, cc.servers, o, held ? &held->before() : nullptr);
     ClientRun run;
-    run.round_trips.reserve(o.iters);
+    const std::size_t n = cc.pingpongs.size();
+    run.round_trips.reserve(std::size_t{o.iters} * n);
     run.cpu_before = cpu_usage();
     const auto start = Clock::now();
+    //! [client_dispatch]
+    // Each completion to its connection by qp_num; a receive's bytes are its ring slot's.
     auto on_wc = [&](const ibv_wc& wc) {
-        pingpong.on_completion(wc);
-        if (wc.wr_id == kReceiveWrId) {
+        const ConnectionTable::Entry owner = table.find(wc.qp_num);
+        if (owner.found != ConnectionTable::Found::live) {
+            throw std::logic_error("a completion for QP " + std::to_string(wc.qp_num) +
+                                   ", which is none of this client's");
+        }
+        PingPong& pingpong = *cc.pingpongs[owner.connection];
+        const bool send = (wc.wr_id & kSendTag) != 0;
+        std::span<const std::byte> bytes;
+        if (!send) {
+            srq.give_back(wc.wr_id);  // posted again only before the next send
+            if (wc.status == IBV_WC_SUCCESS) { bytes = srq.received(wc.wr_id, wc.byte_len); }
+        }
+        pingpong.on_completion(wc, bytes);
+        if (!send) {
             const std::chrono::duration<double, std::micro> rtt =
                 pingpong.last_receive() - pingpong.last_send();
             run.round_trips.push_back(rtt.count());
         }
     };
+    //! [client_dispatch]
+    auto all_complete = [&] {
+        return std::all_of(cc.pingpongs.begin(), cc.pingpongs.end(),
+                           [](const auto& p) { return p->complete(); });
+    };
     //! [client_loop]
-    while (!pingpong.complete()) {
+    while (!all_complete()) {
         throw_if_stopped();
-        if (pingpong.ready_to_send()) {
+        // Receives first: every connection's reply must find one posted.
+        if (srq.ring().free_count() >= kRefillBatch) { (void)srq.post_free_slots(); }
+        std::optional<Clock::time_point> next_slot;
+        for (auto& pingpong : cc.pingpongs) {  // round-robin over the connections
+            if (!pingpong->ready_to_send()) { continue; }
             if (o.rate > 0) {
                 const auto slot =
-                    start + std::chrono::nanoseconds(1'000'000'000LL * pingpong.sent() / o.rate);
+                    start + std::chrono::nanoseconds(1'000'000'000LL * pingpong->sent() / o.rate);
                 if (Clock::now() < slot) {
-                    waiter.wait(on_wc, slot);  // busy mode spins here; event modes sleep
+                    next_slot = next_slot ? std::min(*next_slot, slot) : slot;
                     continue;
                 }
             }
-            pingpong.maybe_send();
+            pingpong->maybe_send();
         }
-        waiter.wait(on_wc);
+        waiter.wait(on_wc, next_slot);  // busy mode spins here; event modes sleep
     }
     //! [client_loop]
     const std::chrono::duration<double> elapsed = Clock::now() - start;
@@ -222,12 +265,13 @@ ClientRun ping_pong(const Options& o, RDMAEndpoint& ep, const Socket& server, Pi
 
 /// ibv_rc_pingpong's two summary lines and the latency table (stats.hpp's, as steps 04 and 05).
 void print_figures(const Options& o, const ClientRun& run) {
-    std::printf("%s", rc_pingpong_summary(o.size, o.iters, run.seconds * 1e6).c_str());
+    const std::uint32_t messages = o.iters * o.connections;
+    std::printf("%s", rc_pingpong_summary(o.size, messages, run.seconds * 1e6).c_str());
     std::printf("%s",
-                latency_table(o.size, o.iters, compute_latency_stats(run.round_trips)).c_str());
+                latency_table(o.size, messages, compute_latency_stats(run.round_trips)).c_str());
 }
 
-void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pingpong,
+void print_events_and_cpu(const Options& o, SharedCompletionQueue& ep, const ClientConnections& cc,
                           const ClientRun& run) {
     const char* mode_name = o.mode == WaitMode::busy    ? "busy"
                             : o.mode == WaitMode::event ? "event"
@@ -244,36 +288,59 @@ void print_events_and_cpu(const Options& o, RDMAEndpoint& ep, const PingPong& pi
         after.user_s - before.user_s, after.system_s - before.system_s, 100.0 * cpu_s / run.seconds,
         after.voluntary - before.voluntary, after.involuntary - before.involuntary);
     if (o.check) {
-        std::printf("client: verified %u of %u replies\n", pingpong.verified(), o.iters);
+        std::uint32_t verified = 0;
+        for (const auto& pingpong : cc.pingpongs) { verified += pingpong->verified(); }
+        std::printf("client: verified %u of %u replies\n", verified, o.iters * o.connections);
     }
 }
 
 }  // namespace
 
+//! [run_client]
 int run_client(const Options& o) {
     install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
+    // One device, one CQ and one SRQ for all the connections. Each connection has one reply in
+    // flight; the ring keeps a batch more, so that a refill every few replies is enough.
     const Device device(device_config(o));
-    RDMAEndpoint ep(device, endpoint_config(o, o.mode != WaitMode::busy));
-    PingPong pingpong(ep, o, kClientSide);
+    SharedCompletionQueue cq(
+        device, o.connections * (1 + static_cast<std::uint32_t>(o.tx_depth)) + kRefillBatch);
+    SharedReceiveQueue srq(device, o.connections + kRefillBatch, o.size);
     if (o.mode == WaitMode::event) {
-        ep.request_notify();  // armed before the first post
+        cq.request_notify();  // armed before the first post
     }
-    pingpong.post_initial_receives();
+    (void)srq.post_free_slots();
 
-    // step05's client handshake, v3: TCP, exchange, RTR, RTS, then "done". The TCP connection
-    // stays open: the server closes it when it ends the session.
-    const Socket server = connect_to_peer(ep, o.host, o.tcp_port, handshake_settings(o));
-    const PeerInfo remote = *ep.remote_info();
-    std::printf("%s\n", gid_choice_line(ep.local_port()).c_str());
-    print_address("local", ep.local_info());
-    print_address("remote", remote);
+    // step05's client handshake, v3, once per connection, one after another: TCP, exchange,
+    // RTR, RTS, then "done". Each TCP connection stays open: the server closes it when it ends
+    // that session.
+    ClientConnections cc;
+    ConnectionTable table;
+    for (std::uint32_t i = 0; i < o.connections; ++i) {
+        cc.connections.push_back(
+            std::make_unique<Connection>(device, cq, srq, static_cast<std::uint32_t>(o.tx_depth),
+                                         o.size, *mtu_from_bytes(o.mtu)));
+        Connection& c = *cc.connections.back();
+        cc.servers.push_back(connect_to_peer(c, o.host, o.tcp_port, handshake_settings(o)));
+        (void)table.add(c.qp_num(), i);
+        cc.pingpongs.push_back(std::make_unique<PingPong>(c, o, kClientSide));
+        if (i == 0 || o.verbose) {
+            std::printf("%s\n", gid_choice_line(c.local_port()).c_str());
+            print_address("local", c.local_info());
+            print_address("remote", *c.remote_info());
+        }
+    }
+    if (o.connections > 1) {
+        std::printf("client: %u connections, one shared CQ of %u entries and SRQ of %u receives\n",
+                    o.connections, cq.capacity(), srq.ring().depth());
+    }
     std::fflush(stdout);
 
-    const ClientRun run = ping_pong(o, ep, server, pingpong);
+    const ClientRun run = ping_pong(o, cq, srq, table, cc);
     print_figures(o, run);
-    print_events_and_cpu(o, ep, pingpong, run);
+    print_events_and_cpu(o, cq, cc, run);
     return kExitOk;
 }
+//! [run_client]
 
 }  // namespace tutorial

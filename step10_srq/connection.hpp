@@ -29,9 +29,8 @@ class Connection {
   public:
     /// \throws TutorialError kExitUsage (tx depth or MTU over a device limit);
     ///         std::system_error naming the verb
-    Connection(const Device& device, const SharedCompletionQueue& cq,
-               const SharedReceiveQueue& srq, std::uint32_t tx_depth, std::size_t message_size,
-               ibv_mtu mtu);
+    Connection(const Device& device, const SharedCompletionQueue& cq, const SharedReceiveQueue& srq,
+               std::uint32_t tx_depth, std::size_t message_size, ibv_mtu mtu);
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 

@@ -1,9 +1,9 @@
 // Step 10: which connection a completion belongs to, by its QP number, free of any device.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <deque>
 #include <stdexcept>
 #include <string>
@@ -73,9 +73,8 @@ inline void ConnectionTable::retire(std::uint32_t qp_num) {
         const std::uint32_t oldest = retired_order_.front();
         retired_order_.pop_front();
         // Forget it only if it is still retired and no later retirement of it is queued.
-        if (retired_.count(oldest) != 0 &&
-            std::find(retired_order_.begin(), retired_order_.end(), oldest) ==
-                retired_order_.end()) {
+        if (retired_.count(oldest) != 0 && std::find(retired_order_.begin(), retired_order_.end(),
+                                                     oldest) == retired_order_.end()) {
             retired_.erase(oldest);
         }
     }

@@ -1,4 +1,5 @@
-// Step 06: epoll-driven completions, done right: one thread serves many ping-pong clients.
+// Step 10: many clients on shared resources: one CQ, one completion channel and one shared
+// receive queue serve every connection, dispatched by qp_num and wr_id.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -15,7 +16,7 @@
 
 #include "cq_events.hpp"
 #include "options.hpp"
-#include "rdma_endpoint.hpp"
+#include "pingpong.hpp"
 #include "server.hpp"
 
 namespace tutorial {
@@ -25,9 +26,9 @@ int run_client(const Options& o);
 
 //! [run]
 /// The outline. Without a HOST, a server: one thread and one epoll set watch the listening
-/// socket, a signalfd, every client's handshake socket and every client's completion channel
-/// (Server::run, below). With a HOST, a client: one ping-pong, whose completions it waits for in
-/// one of three ways (client.cpp).
+/// socket, a signalfd, the device's async events, the ONE completion channel and every client's
+/// socket (Server::run, below). With a HOST, a client: --connections ping-pongs on one shared CQ
+/// and SRQ, whose completions it waits for in one of three ways (client.cpp).
 int run(const Options& options) {
     if (options.help) {
         std::fputs(usage_text().c_str(), stdout);
@@ -57,6 +58,7 @@ int Server::run() {
             throw std::system_error(errno, std::generic_category(), "epoll_wait");
         }
         for (int i = 0; i < n; ++i) { dispatch(ready[static_cast<std::size_t>(i)].data.u64); }
+        advance_closing();  // the connections that ended: destroy each QP once it is done
         const auto now = Clock::now();
         if (n == 0 || now >= next_sweep) {  // the timeouts, once per safety period
             end_silent_sessions();
@@ -65,11 +67,11 @@ int Server::run() {
         }
     }
     shut_down();
-    return kExitOk;  // a server stopped by SIGINT/SIGTERM has done its job
+    return exit_code_;  // kExitOk: a server stopped by SIGINT/SIGTERM has done its job
 }
 
-/// One epoll set for everything: the signalfd and the listening socket now; each client's
-/// socket when it connects, and its completion channel once its QP exists.
+/// One epoll set for everything: the signalfd, the async events, the one completion channel and
+/// the listening socket now; each client's socket when it connects.
 void Server::open_event_sources() {
     epoll_ = Socket(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_.get() < 0) {
@@ -99,10 +101,22 @@ void Server::open_event_sources() {
         throw std::system_error(errno, std::generic_category(), "fcntl(async_fd, O_NONBLOCK)");
     }
     watch(async_fd, tag(0, kAsync));
+    //! [shared_start]
+    // Arm BEFORE the first receive is posted: a completion that lands before the first
+    // ibv_req_notify_cq() raises no event at all.
+    cq_.request_notify();
+    watch(cq_.channel_fd(), tag(0, kChannel));
+    totals_.refills += srq_.post_free_slots() > 0 ? 1 : 0;
+    if (o_.srq_limit > 0) { srq_.arm_limit(o_.srq_limit); }
+    //! [shared_start]
     listen_ = listen_for_clients(o_);
     watch(listen_.get(), tag(0, kListen));
-    std::printf("server: listening on TCP port %u; one thread, level-triggered epoll\n",
-                static_cast<unsigned>(o_.tcp_port));
+    std::printf(
+        "server: listening on TCP port %u; one thread, level-triggered epoll; shared CQ of %u "
+        "entries, SRQ of %u receives, %s\n",
+        static_cast<unsigned>(o_.tcp_port), cq_.capacity(), srq_.ring().depth(),
+        o_.srq_limit > 0 ? ("refilled below " + std::to_string(o_.srq_limit)).c_str()
+                         : "refilled after each completion pass");
     std::fflush(stdout);
 }
 
@@ -122,71 +136,116 @@ void Server::dispatch(std::uint64_t data) {
         on_async_event();
         return;
     }
+    if (kind == kChannel) {
+        on_channel();
+        return;
+    }
     auto it = sessions_.find(id);
     if (it == sessions_.end()) {
         return;  // ended earlier in this batch
     }
-    if (kind == kSocket) {
-        on_socket(it->second);
-    } else {
-        on_channel(it->second);
-    }
+    if (kind == kSocket) { on_socket(it->second); }
 }
 //! [server_loop]
 
 //! [on_channel]
-void Server::on_channel(ClientSession& s) {
+/// The one channel is readable: cq_events.hpp's protocol on the shared CQ, then each completion
+/// to its connection. A verb that fails on the shared CQ ends the server (main() prints it).
+void Server::on_channel() {
     std::array<ibv_wc, 16> batch{};
     std::vector<ibv_wc>& completions = completions_;  // kept, with its capacity
     completions.clear();
-    try {
-        tutorial::service_channel(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
-                                  [&](const ibv_wc& wc) { completions.push_back(wc); });
-    } catch (const std::exception& e) {  // a verb failed: ibv_get_cq_event, ibv_poll_cq, ...
-        const std::uint64_t id = s.id;   // progress() may end the session, and free s with it
-        progress(s, completions);
-        if (sessions_.count(id) != 0) {
-            finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
-        }
-        return;
-    }
-    progress(s, completions);
+    tutorial::service_channel(cq_, cq_.events(), std::span<ibv_wc>(batch),
+                              [&](const ibv_wc& wc) { completions.push_back(wc); });
+    for (const ibv_wc& wc : completions) { on_completion(wc); }
+    refill_after_pass();
 }
 //! [on_channel]
 
+//! [dispatch]
+/// One completion of the shared CQ: its connection by wc.qp_num, then by wr_id a send of that
+/// connection or a receive into a ring slot. A failed completion's opcode is undefined
+/// (ibv_poll_cq(3)), but its wr_id and qp_num are valid.
+void Server::on_completion(const ibv_wc& wc) {
+    const bool send = (wc.wr_id & kSendTag) != 0;
+    std::span<const std::byte> bytes;
+    if (!send) {
+        // The slot is free again at once: it is posted again only after this pass, so its bytes
+        // stay as they landed while the ping-pong checks them.
+        srq_.give_back(wc.wr_id);
+        if (wc.status == IBV_WC_SUCCESS) { bytes = srq_.received(wc.wr_id, wc.byte_len); }
+    }
+    const ConnectionTable::Entry owner = table_.find(wc.qp_num);
+    if (owner.found != ConnectionTable::Found::live) {
+        ++totals_.stale_completions;  // its QP was destroyed before the CQ gave it up
+        return;
+    }
+    ClientSession& s = sessions_.at(owner.connection);
+    if (s.state == ClientSession::State::closing) {
+        on_closing_completion(s, wc);
+        return;
+    }
+    try {
+        s.pingpong->on_completion(wc, bytes);
+        s.pingpong->maybe_send();
+        s.last_progress = Clock::now();
+    } catch (const std::exception& e) {  // a failed completion, a payload check, a failed post
+        fail(s.id, e.what());
+        return;
+    }
+    if (s.pingpong->complete()) { finish(s.id, "complete", &ServerTotals::complete); }
+}
+//! [dispatch]
+
+/// A closing connection's completion: a send, flushed or not, is accounted for; a receive's
+/// slot is already back in the ring.
+void Server::on_closing_completion(ClientSession& s, const ibv_wc& wc) {
+    if ((wc.wr_id & kSendTag) == 0) { return; }
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) { ++s.flushed_sends; }
+    try {
+        s.pingpong->on_send_done(wc.wr_id);
+    } catch (const std::logic_error&) {  // not a send it posted: nothing to account for
+    }
+}
+
+//! [refill]
+void Server::refill() {
+    if (srq_.post_free_slots() > 0) { ++totals_.refills; }
+}
+
+/// Without --srq-limit, every pass refills. With it, the limit event refills; but the slots whose
+/// completions were polled after the event fired would wait for the next event, and none comes
+/// while no receive is taken (an empty SRQ answers with RNR NAKs): so a pass that ends below the
+/// limit refills too.
+void Server::refill_after_pass() {
+    if (o_.srq_limit == 0 || srq_.ring().posted() < o_.srq_limit) { refill(); }
+}
+//! [refill]
+
 //! [safety_net]
-/// The safety net: when epoll_wait timed out, or a client made no progress for
-/// --safety-ms, poll its CQ anyway. Events should have woken us; a completion
-/// found here is counted as a safety-net find.
+/// The safety net: when epoll_wait timed out, or a running client made no progress for
+/// --safety-ms, poll the shared CQ anyway. Events should have woken us; a completion found here
+/// is counted as a safety-net find.
 void Server::safety_net_sweep(bool timed_out) {
     const auto now = Clock::now();
     const auto idle = std::chrono::milliseconds(o_.safety_ms);
-    std::vector<std::uint64_t> ids;
-    for (auto& [id, s] : sessions_) {
-        if (s.endpoint && (timed_out || now - s.last_progress >= idle)) { ids.push_back(id); }
-    }
-    for (const std::uint64_t id : ids) {
-        auto it = sessions_.find(id);
-        if (it == sessions_.end()) { continue; }
-        ClientSession& s = it->second;
-        on_channel(s);  // first, any event that is queued but not yet seen
-        if (sessions_.count(id) == 0) { continue; }
-        std::array<ibv_wc, 16> batch{};
-        std::vector<ibv_wc> found;
-        try {
-            tutorial::safety_net_poll(*s.endpoint, s.endpoint->events(), std::span<ibv_wc>(batch),
-                                      [&](const ibv_wc& wc) { found.push_back(wc); });
-        } catch (const std::exception& e) {
-            finish(id, std::string("failed: ") + e.what(), &ServerTotals::failed);
-            continue;
+    bool quiet = timed_out;
+    for (const auto& [id, s] : sessions_) {
+        if (s.state == ClientSession::State::running && now - s.last_progress >= idle) {
+            quiet = true;
         }
-        if (!found.empty() && o_.verbose) {
-            std::printf(
-                "server: client %llu (%s): safety net found %zu completion(s) without an event\n",
-                static_cast<unsigned long long>(id), s.peer.c_str(), found.size());
-        }
-        if (!found.empty()) { progress(s, found); }
     }
+    if (!quiet) { return; }
+    on_channel();  // first, any event that is queued but not yet seen
+    std::array<ibv_wc, 16> batch{};
+    std::vector<ibv_wc> found;
+    tutorial::safety_net_poll(cq_, cq_.events(), std::span<ibv_wc>(batch),
+                              [&](const ibv_wc& wc) { found.push_back(wc); });
+    if (!found.empty() && o_.verbose) {
+        std::printf("server: safety net found %zu completion(s) without an event\n", found.size());
+    }
+    for (const ibv_wc& wc : found) { on_completion(wc); }
+    refill_after_pass();
 }
 //! [safety_net]
 

@@ -48,7 +48,7 @@ struct Options {
     // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
     // the shared receive queue (-r is its depth) and, on the server, the shared CQ's sizing
-    std::uint32_t srq_limit = 0;     // 0: refill after each completion pass; else on the event
+    std::uint32_t srq_limit = 0;      // 0: refill after each completion pass; else on the event
     std::uint32_t max_clients = 128;  // the shared CQ holds this many clients' sends
     // client
     std::uint32_t connections = 1;  // QPs (and TCP connections) from this one process
@@ -195,7 +195,8 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
                 static_cast<std::uint32_t>(parse_number(arg, "--max-clients", 1, 1'000'000));
             break;
         case kOptSrqLimit:
-            o.srq_limit = static_cast<std::uint32_t>(parse_number(arg, "--srq-limit", 0, kMaxDepth));
+            o.srq_limit =
+                static_cast<std::uint32_t>(parse_number(arg, "--srq-limit", 0, kMaxDepth));
             break;
         case kOptConnections:
             o.connections =
@@ -220,8 +221,8 @@ inline void check_option_combinations(Options& o) {
     }
     // mlx5 refuses a limit at or over the SRQ's size: the rule that holds on every device.
     if (o.srq_limit >= static_cast<std::uint32_t>(o.rx_depth)) {
-        throw UsageError("--srq-limit " + std::to_string(o.srq_limit) + " must be below --srq-depth " +
-                         std::to_string(o.rx_depth) +
+        throw UsageError("--srq-limit " + std::to_string(o.srq_limit) +
+                         " must be below --srq-depth " + std::to_string(o.rx_depth) +
                          " (the SRQ fires when its receives drop below the limit)");
     }
 }

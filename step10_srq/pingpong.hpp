@@ -13,11 +13,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "connection.hpp"
 #include "cq_events.hpp"
 #include "handshake.hpp"
 #include "options.hpp"
 #include "qp_transitions.hpp"
-#include "connection.hpp"
 #include "shared_cq.hpp"
 #include "tcp.hpp"
 

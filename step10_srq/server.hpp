@@ -1,5 +1,5 @@
-// The server's pieces: a session per client, the totals, and the Server class. Its event loop,
-// the channel service and the safety net are in main.cpp (the lesson); the rest in server.cpp.
+// The server's pieces: a session per client, the totals, and the Server class over the shared
+// CQ and SRQ. Its event loop and the completion dispatch are in main.cpp; the rest in server.cpp.
 #pragma once
 
 #include <fcntl.h>
@@ -14,10 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "connection.hpp"
+#include "connection_table.hpp"
 #include "handshake.hpp"
 #include "options.hpp"
 #include "pingpong.hpp"
-#include "rdma_endpoint.hpp"
+#include "rdma_device.hpp"
+#include "shared_cq.hpp"
+#include "shared_srq.hpp"
 #include "tcp.hpp"
 #include "wire_format.hpp"
 
@@ -38,10 +42,11 @@ namespace tutorial {
 //! [detect_handshake]
 
 //! [session]
-/// One client of the server: its handshake socket, its endpoint (QP, CQ,
-/// completion channel) and its ping-pong.
+/// One client of the server: its handshake socket, its connection (a QP on the shared CQ and
+/// SRQ) and its ping-pong. A session that ends keeps its QP, in error, until the QP is done with
+/// the SRQ and its sends have flushed (closing).
 struct ClientSession {
-    enum class State { handshake, await_done, running };
+    enum class State { handshake, await_done, running, closing };
     std::uint64_t id = 0;
     std::string peer;
     Socket socket;
@@ -50,22 +55,38 @@ struct ClientSession {
     std::vector<char> inbox;
     Clock::time_point handshake_deadline;
     Clock::time_point last_progress;
-    std::unique_ptr<RDMAEndpoint> endpoint;
+    std::unique_ptr<Connection> connection;
     std::unique_ptr<PingPong> pingpong;
+    // closing: the QP is in ERR; wait for IBV_EVENT_QP_LAST_WQE_REACHED until close_deadline
+    Clock::time_point close_deadline;
+    std::uint32_t last_wqe_events = 0;
+    std::uint32_t flushed_sends = 0;
 };
 //! [session]
 
 struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
-    std::uint64_t events = 0, acked = 0, empty_drains = 0, safety_net_finds = 0, messages = 0;
+    std::uint64_t messages = 0;
+    std::uint64_t stale_completions = 0;  // for a QP no longer in the table
+    std::uint64_t refills = 0, limit_events = 0;
+    std::uint32_t last_wqe_ends = 0, deadline_ends = 0;  // how closing QPs ended their wait
 };
+
+/// \brief The shared CQ's size: every receive of the SRQ and every client's sends can be
+/// outstanding at once, and each yields at most one completion (a flushed one included).
+/// \throws TutorialError kExitUsage when it is over the device's max_cqe
+[[nodiscard]] std::uint32_t shared_cq_entries(const Options& o, const Device& device);
 
 Socket listen_for_clients(const Options& o);
 
 class Server {
   public:
-    /// Opens the device once: every client's endpoint shares its context and PD.
-    explicit Server(const Options& options) : o_(options), device_(device_config(options)) {}
+    /// Opens the device once, with the one CQ and the one SRQ that every client shares.
+    explicit Server(const Options& options)
+        : o_(options),
+          device_(device_config(options)),
+          srq_(device_, static_cast<std::uint32_t>(options.rx_depth), options.size),
+          cq_(device_, shared_cq_entries(options, device_)) {}
     int run();
 
   private:
@@ -75,7 +96,11 @@ class Server {
     // main.cpp: the event loop
     void open_event_sources();
     void dispatch(std::uint64_t data);
-    void on_channel(ClientSession& s);
+    void on_channel();
+    void on_completion(const ibv_wc& wc);
+    void on_closing_completion(ClientSession& s, const ibv_wc& wc);
+    void refill();
+    void refill_after_pass();
     void safety_net_sweep(bool timed_out);
     // server.cpp: everything else
     void watch(int fd, std::uint64_t data);
@@ -84,20 +109,29 @@ class Server {
     [[nodiscard]] std::string fd_limit_text(std::size_t other_clients) const;
     void on_signal();
     void on_async_event();
+    void on_qp_event(ibv_async_event& event, const std::string& text);
+    [[nodiscard]] std::string admission_refusal() const;
+    [[nodiscard]] std::size_t connections() const;
     void on_socket(ClientSession& s);
     void take_handshake(ClientSession& s);
     void take_done(ClientSession& s);
     std::string start_rdma(ClientSession& s, PeerInfo remote);
     void answer(ClientSession& s);
-    void progress(ClientSession& s, std::span<const ibv_wc> completions);
     void end_silent_sessions();
+    void advance_closing();
+    void destroy_connection(ClientSession& s);
     void shut_down();
+    void print_totals();
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
     void reject(std::uint64_t id, const std::string& why);  // finish() as "rejected: why"
     void fail(std::uint64_t id, const std::string& why);    // finish() as "failed: why"
 
     const Options& o_;
-    const Device device_;  // declared before the sessions, whose endpoints use it
+    // Declared before the sessions, whose QPs use them: C++ destroys every QP first, then the
+    // CQ and its channel, the SRQ and its ring, then the device.
+    const Device device_;
+    SharedReceiveQueue srq_;
+    SharedCompletionQueue cq_;
     // tcp.hpp's Socket owns any descriptor: the epoll set and the signalfd too.
     Socket epoll_;
     Socket listen_;
@@ -105,9 +139,11 @@ class Server {
     Socket spare_fd_{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
     Socket signal_fd_;
     std::map<std::uint64_t, ClientSession> sessions_;
+    ConnectionTable table_;            // the shared CQ's qp_num -> session id
     std::vector<ibv_wc> completions_;  // on_channel()'s: reused, so no allocation per message
     std::uint64_t next_id_ = 1;
     bool stopping_ = false;
+    int exit_code_ = kExitOk;  // kExitRdma after a CQ or SRQ error
     std::uint32_t ended_ = 0;
     ServerTotals totals_;
 };

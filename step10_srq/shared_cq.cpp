@@ -12,7 +12,9 @@ namespace tutorial {
 //! [create]
 SharedCompletionQueue::SharedCompletionQueue(const Device& device, std::uint32_t entries) {
     const auto max_cqe = static_cast<std::uint64_t>(device.attr().max_cqe);
-    if (entries > max_cqe) { over_limit("the shared CQ's", entries, device.name(), "max_cqe", max_cqe); }
+    if (entries > max_cqe) {
+        over_limit("the shared CQ's", entries, device.name(), "max_cqe", max_cqe);
+    }
     channel_.reset(ibv_create_comp_channel(device.context()));
     if (!channel_) {
         throw std::system_error(errno, std::generic_category(), "ibv_create_comp_channel");
@@ -22,8 +24,8 @@ SharedCompletionQueue::SharedCompletionQueue(const Device& device, std::uint32_t
     if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");
     }
-    cq_.reset(ibv_create_cq(device.context(), static_cast<int>(entries), nullptr, channel_.get(),
-                            0));
+    cq_.reset(
+        ibv_create_cq(device.context(), static_cast<int>(entries), nullptr, channel_.get(), 0));
     if (!cq_) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
 }
 //! [create]

@@ -54,7 +54,9 @@ std::uint32_t SharedReceiveQueue::post_free_slots() {
         ibv_recv_wr* bad = nullptr;
         if (const int rc = ibv_post_srq_recv(srq_.get(), wrs.data(), &bad); rc != 0) {
             // The ones from bad on were not posted: their slots are free again.
-            for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next) { ring_.give_back(wr->wr_id); }
+            for (ibv_recv_wr* wr = bad; wr != nullptr; wr = wr->next) {
+                ring_.give_back(wr->wr_id);
+            }
             throw std::system_error(rc, std::generic_category(), "ibv_post_srq_recv");
         }
         posted += static_cast<std::uint32_t>(n);

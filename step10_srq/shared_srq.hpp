@@ -34,8 +34,7 @@ class SharedReceiveQueue {
     /// \throws std::system_error ("ibv_post_srq_recv")
     std::uint32_t post_free_slots();
     /// \brief The first \p length bytes that landed in \p slot.
-    [[nodiscard]] std::span<const std::byte> received(std::uint64_t slot,
-                                                      std::size_t length) const;
+    [[nodiscard]] std::span<const std::byte> received(std::uint64_t slot, std::size_t length) const;
     /// \brief A receive's completion came back: its slot is free again (not yet posted).
     void give_back(std::uint64_t slot) { ring_.give_back(slot); }
     /// \brief ibv_modify_srq(IBV_SRQ_LIMIT): arm the one-shot IBV_EVENT_SRQ_LIMIT_REACHED for when

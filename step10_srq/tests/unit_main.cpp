@@ -37,6 +37,16 @@ TEST(Options, DefaultsFollowRcPingpong) {
     EXPECT_EQ(o.safety_ms, 100);
 }
 
+TEST(Options, SharedResources) {
+    const Options o = parse({"--srq-depth", "64", "--srq-limit", "16", "--max-clients", "8"});
+    EXPECT_EQ(o.rx_depth, 64);
+    EXPECT_EQ(o.srq_limit, 16u);
+    EXPECT_EQ(o.max_clients, 8u);
+    EXPECT_EQ(parse({"--connections", "10", "host"}).connections, 10u);
+    EXPECT_THROW(parse({"--connections", "10"}), UsageError) << "a client option";
+    EXPECT_THROW(parse({"-r", "16", "--srq-limit", "16"}), UsageError) << "not below the depth";
+}
+
 TEST(Options, ClientModes) {
     EXPECT_EQ(parse({"-e", "host"}).mode, WaitMode::event);
     EXPECT_EQ(parse({"--spin-us", "50", "host"}).mode, WaitMode::spin);
@@ -97,11 +107,9 @@ TEST(Handshake, ServerTellsTheFormatFromTheFirstFourBytes) {
 
 TEST(Handshake, ClientSendsSizeAndIterationsInV3) {
     const Options o = parse({"-s", "64", "-n", "2000", "127.0.0.1"});
-    const EndpointConfig c = endpoint_config(o, false);
-    EXPECT_EQ(c.buffer_size, 128u);  // [receive slot | send slot]
     PeerInfo local;
     local.qpn = 0x11;
-    local.length = c.buffer_size;
+    local.length = o.size;  // a connection's send slot
     const PeerInfo info = with_run(local, handshake_settings(o));
     EXPECT_EQ(info.message_size, 64u);
     EXPECT_EQ(info.iterations, 2000u);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,9 +38,11 @@ class CompletionWaiter {
   public:
     /// \p wait_mask: in event mode, the signal mask to sleep with, while the caller holds
     /// SIGINT and SIGTERM blocked for the whole loop (tcp.hpp's poll_unblocking()).
-    CompletionWaiter(SharedCompletionQueue& cq, std::span<const Socket> servers, const Options& o,
+    /// \p servers[i] is the TCP connection of \p pingpongs[i]'s session.
+    CompletionWaiter(SharedCompletionQueue& cq, std::span<const Socket> servers,
+                     std::span<const std::unique_ptr<PingPong>> pingpongs, const Options& o,
                      const sigset_t* wait_mask)
-        : ep_(cq), servers_(servers), o_(o), wait_mask_(wait_mask) {}
+        : ep_(cq), servers_(servers), pingpongs_(pingpongs), o_(o), wait_mask_(wait_mask) {}
 
     /// Calls `handle(wc)` for at least one completion (or returns at `wake_at`
     /// when that comes first). Throws on timeout or interruption.
@@ -61,10 +64,14 @@ class CompletionWaiter {
         return n;
     }
 
-    /// Once nothing came: has the server closed a TCP connection it keeps for a session?
+    /// Once nothing came: has the server closed the TCP connection of a session that is not
+    /// over? (It closes each one as that session completes.)
     void check_server() const {
-        if (std::any_of(servers_.begin(), servers_.end(),
-                        [](const Socket& server) { return peer_closed(server); })) {
+        bool closed = false;
+        for (std::size_t i = 0; i < servers_.size() && !closed; ++i) {
+            closed = !pingpongs_[i]->complete() && peer_closed(servers_[i]);
+        }
+        if (closed) {
             throw TutorialError(kExitPeer,
                                 "the server closed the connection during the run: it stopped, "
                                 "or ended this client's session",
@@ -174,6 +181,7 @@ class CompletionWaiter {
 
     SharedCompletionQueue& ep_;
     std::span<const Socket> servers_;  // each connection's TCP connection, kept open
+    std::span<const std::unique_ptr<PingPong>> pingpongs_;
     const Options& o_;
     const sigset_t* wait_mask_;
     std::array<ibv_wc, 16> batch_{};
@@ -203,7 +211,7 @@ ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQu
     // spin modes may never sleep, so they keep them unblocked.
     std::optional<StopSignalsBlocked> held;
     if (o.mode == WaitMode::event) { held.emplace(); }
-    CompletionWaiter waiter(cq, cc.servers, o, held ? &held->before() : nullptr);
+    CompletionWaiter waiter(cq, cc.servers, cc.pingpongs, o, held ? &held->before() : nullptr);
     ClientRun run;
     const std::size_t n = cc.pingpongs.size();
     run.round_trips.reserve(std::size_t{o.iters} * n);

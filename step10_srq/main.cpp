@@ -201,6 +201,10 @@ void Server::on_completion(const ibv_wc& wc) {
 /// slot is already back in the ring.
 void Server::on_closing_completion(ClientSession& s, const ibv_wc& wc) {
     if ((wc.wr_id & kSendTag) == 0) { return; }
+    if (wc.wr_id == kDrainMarkerWrId) {
+        s.drained = true;  // every send before it has completed
+        return;
+    }
     if (wc.status == IBV_WC_WR_FLUSH_ERR) { ++s.flushed_sends; }
     try {
         s.pingpong->on_send_done(wc.wr_id);

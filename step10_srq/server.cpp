@@ -31,17 +31,20 @@ namespace tutorial {
 
 //! [sizing]
 std::uint32_t shared_cq_entries(const Options& o, const Device& device) {
-    // A client never has more than -t sends outstanding (PingPong::ready_to_send), and each
-    // outstanding WR, a flushed one included, yields at most one completion.
+    // A client never has more than -t sends outstanding (PingPong::ready_to_send), plus the
+    // drain marker of its end; each outstanding WR, a flushed one included, yields at most one
+    // completion.
     const std::uint64_t entries =
-        static_cast<std::uint64_t>(o.rx_depth) + std::uint64_t{o.max_clients} * o.tx_depth;
+        static_cast<std::uint64_t>(o.rx_depth) +
+        std::uint64_t{o.max_clients} * (static_cast<std::uint64_t>(o.tx_depth) + 1);
     const auto max_cqe = static_cast<std::uint64_t>(device.attr().max_cqe);
     if (entries > max_cqe) {
         throw TutorialError(kExitUsage,
                             "the shared CQ needs " + std::to_string(o.rx_depth) + " + " +
-                                std::to_string(o.max_clients) + " x " + std::to_string(o.tx_depth) +
-                                " = " + std::to_string(entries) + " entries, over " +
-                                device.name() + "'s limit max_cqe = " + std::to_string(max_cqe) +
+                                std::to_string(o.max_clients) + " x (" +
+                                std::to_string(o.tx_depth) + " + 1) = " + std::to_string(entries) +
+                                " entries, over " + device.name() +
+                                "'s limit max_cqe = " + std::to_string(max_cqe) +
                                 ": lower --max-clients, -t or --srq-depth",
                             "ibv_devinfo -v shows the device's limits");
     }
@@ -413,6 +416,9 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
                                                std::chrono::milliseconds(2 * o_.safety_ms));
     try {
         s.connection->move_to_error();  // its sends flush; its receives stay on the SRQ
+        // A send that completed unsignaled leaves no completion, flushed or not: a signaled
+        // marker, posted in ERR, flushes after every send before it. Its completion is the drain.
+        s.connection->post_send(kDrainMarkerWrId, 0, true);
     } catch (const std::exception& e) {
         std::printf("server: client %llu: %s\n", static_cast<unsigned long long>(id), e.what());
     }
@@ -427,7 +433,7 @@ void Server::advance_closing() {
         ClientSession& s = (it++)->second;
         if (s.state != ClientSession::State::closing) { continue; }
         const bool waited = s.last_wqe_events > 0 || now >= s.close_deadline;
-        const bool drained = !s.pingpong->sends_outstanding();
+        const bool drained = s.drained || !s.pingpong->sends_outstanding();
         const auto bound = std::chrono::milliseconds(std::max(200, 2 * o_.safety_ms));
         if ((waited && drained) || now >= s.close_deadline + bound) { destroy_connection(s); }
     }

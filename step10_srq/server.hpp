@@ -61,7 +61,11 @@ struct ClientSession {
     Clock::time_point close_deadline;
     std::uint32_t last_wqe_events = 0;
     std::uint32_t flushed_sends = 0;
+    bool drained = false;  // the drain marker's completion came back
 };
+
+/// The wr_id of the signaled send posted after a closing QP's last: no ping-pong send has it.
+inline constexpr std::uint64_t kDrainMarkerWrId = kSendTag | 0xffffffffULL;
 //! [session]
 
 struct ServerTotals {

@@ -44,6 +44,8 @@ expect_match server out '^server: clients: 5 connected, 2 complete, 3 failed, 0 
 [[ $(grep -c '): complete; 2000 received, 2000 sent, 2000 verified$' "$TEST_TMP/server.out") == 2 ]] ||
     fail "server: expected 2 complete connections"
 expect_match server out '^server: shared resources: .* 0 limit events, [0-9]+ stale completions$'
+[[ $(grep -cE '^server: client [0-9]+: QP 0x[0-9a-f]{6} destroyed: .*, drained$' "$TEST_TMP/server.out") == 5 ]] ||
+    fail "server: expected 5 QPs destroyed, each after its drain marker came back"
 grep -E '^server: client [0-9]+: QP 0x[0-9a-f]{6} destroyed: |^server: QPs ended: ' "$TEST_TMP/server.out"
 case $(uname -r) in
     6.1.*) expect_match server out '^server: QPs ended: 0 after the last-WQE event, 5 at the deadline$' ;;

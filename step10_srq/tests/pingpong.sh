@@ -41,6 +41,8 @@ expect_match server out "^server: clients: 12 connected, 12 complete, 0 failed, 
     fail "server: expected 12 complete clients with $n verified messages each"
 [[ $(grep -cE '^server: client [0-9]+: QP 0x[0-9a-f]{6} destroyed: ' "$TEST_TMP/server.out") == 12 ]] ||
     fail "server: expected 12 QPs destroyed"
+[[ $(grep -cE " destroyed: .*, drained$" "$TEST_TMP/server.out") == 12 ]] ||
+    fail "server: expected every QP drained (its marker flushed) before its destroy"
 expect_match server out "^server: messages received: $((n * 12))$"
 expect_match server out '^server: shared resources: 1 CQ of [0-9]+ entries, 1 SRQ of 500 receives in 1 MR of 32000 bytes; [0-9]+ refills, 0 limit events, 0 stale completions$'
 events=$(field server out '^server: CQ events: received ([0-9]+), acked [0-9]+,.*')

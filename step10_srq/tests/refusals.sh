@@ -22,7 +22,7 @@ expect_line srq_limit err "step10_srq: --srq-limit 500 must be below --srq-depth
 
 run_cmd cq_size "$bin" "${dev[@]}" -p "$port" --max-clients 1000000
 expect_exit cq_size 2
-expect_match cq_size err "^step10_srq: the shared CQ needs 500 \+ 1000000 x 16 = 16000500 entries, over $RDMA_DEVICE's limit max_cqe = [0-9]+: lower --max-clients, -t or --srq-depth$"
+expect_match cq_size err "^step10_srq: the shared CQ needs 500 \+ 1000000 x \(16 \+ 1\) = 17000500 entries, over $RDMA_DEVICE's limit max_cqe = [0-9]+: lower --max-clients, -t or --srq-depth$"
 
 # --max-clients 2: the third connection of one client process is refused.
 run_cmd server_cq "$bin" "${dev[@]}" -p "$port" -s 64 -n 100 --max-clients 2 --exit-after 3 &
@@ -32,7 +32,7 @@ run_cmd three "$bin" "${dev[@]}" -p "$port" -s 64 -n 100 --connections 3 127.0.0
 wait "$server"
 expect_exit three 6
 expect_exit server_cq 0
-expect_match server_cq out '^server: client 3 \(127\.0\.0\.1:[0-9]+\): rejected: the shared CQ is sized for --max-clients 2 \(500 receives \+ 2 x 16 sends\): connection 3 could overrun it$'
+expect_match server_cq out '^server: client 3 \(127\.0\.0\.1:[0-9]+\): rejected: the shared CQ is sized for --max-clients 2 \(500 receives \+ 2 x \(16 \+ 1\) sends\): connection 3 could overrun it$'
 expect_match server_cq out '^server: clients: 2 connected, 0 complete, 2 failed, 1 rejected, 0 aborted$'
 
 # -r 2: a third connection could have a third message in flight, for two receives.

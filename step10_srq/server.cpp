@@ -63,8 +63,8 @@ std::string Server::admission_refusal() const {
     if (next > o_.max_clients) {
         return "the shared CQ is sized for --max-clients " + std::to_string(o_.max_clients) + " (" +
                std::to_string(o_.rx_depth) + " receives + " + std::to_string(o_.max_clients) +
-               " x " + std::to_string(o_.tx_depth) + " sends): connection " + std::to_string(next) +
-               " could overrun it";
+               " x (" + std::to_string(o_.tx_depth) + " + 1) sends): connection " +
+               std::to_string(next) + " could overrun it";
     }
     // Each client has one message in flight towards the server at a time.
     if (next > static_cast<std::size_t>(o_.rx_depth)) {
@@ -448,7 +448,7 @@ void Server::destroy_connection(ClientSession& s) {
         s.last_wqe_events > 0
             ? ("last WQE reached (" + std::to_string(s.last_wqe_events) + " event(s))").c_str()
             : "no last-WQE event before the deadline",
-        s.flushed_sends, s.pingpong->sends_outstanding() ? ", sends still outstanding" : "");
+        s.flushed_sends, s.drained ? ", drained" : ", not drained");
     std::fflush(stdout);
     (s.last_wqe_events > 0 ? totals_.last_wqe_ends : totals_.deadline_ends) += 1;
     table_.retire(qp_num);  // a completion still in the CQ for it is now stale, not another's

@@ -144,7 +144,8 @@ void Server::dispatch(std::uint64_t data) {
     if (it == sessions_.end()) {
         return;  // ended earlier in this batch
     }
-    if (kind == kSocket) { on_socket(it->second); }
+    // A session that ended earlier in this batch has closed its socket, but may stay (closing).
+    if (kind == kSocket && it->second.socket.get() >= 0) { on_socket(it->second); }
 }
 //! [server_loop]
 

@@ -419,6 +419,7 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         // A send that completed unsignaled leaves no completion, flushed or not: a signaled
         // marker, posted in ERR, flushes after every send before it. Its completion is the drain.
         s.connection->post_send(kDrainMarkerWrId, 0, true);
+        s.marker_posted = true;
     } catch (const std::exception& e) {
         std::printf("server: client %llu: %s\n", static_cast<unsigned long long>(id), e.what());
     }
@@ -433,7 +434,8 @@ void Server::advance_closing() {
         ClientSession& s = (it++)->second;
         if (s.state != ClientSession::State::closing) { continue; }
         const bool waited = s.last_wqe_events > 0 || now >= s.close_deadline;
-        const bool drained = s.drained || !s.pingpong->sends_outstanding();
+        // With the marker posted, its completion is the proof; else the sends' own.
+        const bool drained = s.marker_posted ? s.drained : !s.pingpong->sends_outstanding();
         const auto bound = std::chrono::milliseconds(std::max(200, 2 * o_.safety_ms));
         if ((waited && drained) || now >= s.close_deadline + bound) { destroy_connection(s); }
     }

@@ -61,7 +61,8 @@ struct ClientSession {
     Clock::time_point close_deadline;
     std::uint32_t last_wqe_events = 0;
     std::uint32_t flushed_sends = 0;
-    bool drained = false;  // the drain marker's completion came back
+    bool marker_posted = false;  // a drain marker follows its last send
+    bool drained = false;        // the drain marker's completion came back
 };
 
 /// The wr_id of the signaled send posted after a closing QP's last: no ping-pong send has it.

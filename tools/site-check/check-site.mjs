@@ -51,12 +51,20 @@ const pages = [
   ['concepts_wire.html', /RoCE v2 on the wire/],
   ['glossary.html', /Glossary/],
 ];
-// Images a page must show (and that must load): the plot drawn by bench/plot-latency, and the
-// sequence diagrams (Doxygen 1.9 renders \msc as an <img> of msc_inline_mscgraph_N.svg or .png).
+// Images a page must show (and that must load): the plot drawn by bench/plot-latency, the
+// sequence diagrams (Doxygen 1.9 renders \msc as an <img> of msc_inline_mscgraph_N.svg or .png),
+// and the ladder of each wire capture a page shows (\mscfile NAME.msc: msc_NAME.svg).
+const ladder = (name) => new RegExp(`/msc_${name}\\.svg$`);
 const requiredImages = new Map([
   ['performance.html', [/\/latency-cdf\.png$/]],
   ['concepts_handshake.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
   ['concepts_events.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
+  ['concepts_wire.html', [ladder('wire_step03_hello')]],
+  ['step03.html', [ladder('wire_step03_hello')]],
+  ['step04.html', ['plain', '10000', 'killed'].map((n) => ladder(`wire_step04_${n}`))],
+  ['step05.html', ['write', 'write3000', 'read'].map((n) => ladder(`wire_step05_${n}`))],
+  ['step06.html', [ladder('wire_step06_clients')]],
+  ['step07.html', [ladder('wire_step07_window')]],
 ]);
 // The packet excerpts (docs/captures/wire_*.txt) each page must show, in its preformatted text:
 // a decoded row or header field that only that excerpt has.

@@ -362,7 +362,7 @@ stop_capture() {
     "$TUTORIAL_ROOT/tools/decode-wire" "$TEST_TMP/$1.pcap" | sed 's/^/  wire| /'
     "$TUTORIAL_ROOT/tools/decode-wire" --tsv "$TEST_TMP/$1.pcap" >"$TEST_TMP/$1.wire" ||
         fail "$1: the capture cannot be decoded"
-    ! grep -q 'malformed$' "$TEST_TMP/$1.wire" || fail "$1: tshark marks a packet as malformed"
+    ! grep -q $'\tmalformed\t' "$TEST_TMP/$1.wire" || fail "$1: tshark marks a packet as malformed"
 }
 
 # capture_dropped NAME: how many packets the kernel dropped before tcpdump read them (0 when

@@ -56,7 +56,7 @@ const pages = [
 const requiredImages = new Map([
   ['performance.html', [/\/latency-cdf\.png$/]],
   ['concepts_handshake.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
-  ['concepts_events.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
+  ['step06.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
 ]);
 // The packet excerpts (docs/captures/wire_*.txt) each page must show, in its preformatted text:
 // a decoded row or header field that only that excerpt has.

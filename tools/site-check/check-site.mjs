@@ -58,12 +58,11 @@ const ladder = (name) => new RegExp(`/msc_${name}\\.svg$`);
 const requiredImages = new Map([
   ['performance.html', [/\/latency-cdf\.png$/]],
   ['concepts_handshake.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
-  ['concepts_events.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
   ['concepts_wire.html', [ladder('wire_step03_hello')]],
   ['step03.html', [ladder('wire_step03_hello')]],
   ['step04.html', ['plain', '10000', 'killed'].map((n) => ladder(`wire_step04_${n}`))],
   ['step05.html', ['write', 'write3000', 'read'].map((n) => ladder(`wire_step05_${n}`))],
-  ['step06.html', [ladder('wire_step06_clients')]],
+  ['step06.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/, ladder('wire_step06_clients')]],
   ['step07.html', [ladder('wire_step07_window')]],
 ]);
 // The packet excerpts (docs/captures/wire_*.txt) each page must show, in its preformatted text:

@@ -84,6 +84,7 @@ pages.push(['maintainers.html', /For maintainers/]);
 for (const f of files.filter((f) => /^maint_step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`step${f.slice(10, 12)}_\\w+: for maintainers`)]);
 }
+pages.push(['maint_performance.html', /For maintainers: the performance runs/]);
 // The glossary must define at least these terms, and every link into it must land on an anchor
 // it has. Each term is an entry of its own: \anchor glossary_NAME, then the term in bold that
 // must match the pattern, then at least a sentence of definition.

@@ -115,11 +115,17 @@ async function checkDiagrams() {
   const selector = diagramSelector;
   let shown = 0;
   for (const width of [1400, 900]) {
-    for (const theme of ['light', 'dark']) {
-      const ctx = await browser.newContext({ viewport: { width, height: 900 }, colorScheme: theme });
-      const p = await ctx.newPage();
-      for (const [file] of pages.filter(([f]) => pagesWithDiagrams.has(f))) {
-        await p.goto(base + file, { waitUntil: 'load' });
+    const ctx = await browser.newContext({ viewport: { width, height: 900 }, colorScheme: 'light' });
+    const p = await ctx.newPage();
+    for (const [file] of pages.filter(([f]) => pagesWithDiagrams.has(f))) {
+      await p.goto(base + file, { waitUntil: 'load' });
+      for (const theme of ['light', 'dark']) {
+        // The theme as doxygen-awesome's toggle sets it: the colour scheme, and the class on <html>.
+        await p.emulateMedia({ colorScheme: theme });
+        await p.evaluate((dark) => {
+          document.documentElement.classList.toggle('dark-mode', dark);
+          document.documentElement.classList.toggle('light-mode', !dark);
+        }, theme === 'dark');
         const boxes = await p.evaluate(async (sel) => {
           const contents = document.querySelector('div.contents');
           const c = contents.getBoundingClientRect();
@@ -158,12 +164,14 @@ async function checkDiagrams() {
                 `${what}: filter "${d.filter}" (the dark theme must invert a diagram, the light one must not)`);
           const name = `${file.replace('.html', '')}-${i + 1}-${width}-${theme}.png`;
           await mkdir(join(shotDir, 'diagrams'), { recursive: true });
-          await handles[i].screenshot({ path: join(shotDir, 'diagrams', name) }).catch(() => {});
+          const saved = await handles[i].screenshot({ path: join(shotDir, 'diagrams', name) })
+            .then(() => true, () => false);
+          check(saved, `${what}: no screenshot`);
           shown++;
         }
       }
-      await ctx.close();
     }
+    await ctx.close();
   }
   console.log(`diagrams: ${shown} checked (every page, at 1400 and 900 px, light and dark)`);
 }

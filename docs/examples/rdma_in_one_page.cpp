@@ -69,11 +69,16 @@ struct Buffers {
 
 Context open_first_device() {
     int count = 0;
-    const auto list = created<DeviceList>(ibv_get_device_list(&count), "ibv_get_device_list");
-    if (count == 0) {
+    ibv_device** devices = ibv_get_device_list(&count);
+    // ENOSYS: the kernel has no RDMA support loaded, so no device either.
+    if (devices == nullptr && errno != ENOSYS) {
+        throw std::system_error(errno, std::generic_category(), "ibv_get_device_list");
+    }
+    const DeviceList list(devices);
+    if (devices == nullptr || count == 0) {
         throw std::runtime_error(
-            "no RDMA device: load a driver, or add Soft-RoCE with "
-            "'rdma link add rxe0 type rxe netdev eth0'");
+            "no RDMA device: load your NIC's driver, or add Soft-RoCE "
+            "(modprobe rdma_rxe; rdma link add rxe0 type rxe netdev eth0)");
     }
     auto context = created<Context>(ibv_open_device(list.get()[0]), "ibv_open_device");
     std::printf("device: %s, port %d\n", ibv_get_device_name(list.get()[0]), kPort);

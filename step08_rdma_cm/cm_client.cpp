@@ -60,8 +60,8 @@ struct CmEvent {
     std::optional<PrivateData> theirs;
 };
 
-// The id's next event, waited for with tcp.hpp's ppoll on the channel's fd: SIGINT or SIGTERM
-// ends the wait at once (exit 130). Nothing when the deadline passes first.
+// The id's next event, waited for with stop_signals.hpp's ppoll on the channel's fd: SIGINT or
+// SIGTERM ends the wait at once (exit 130). Nothing when the deadline passes first.
 std::optional<CmEvent> next_event(rdma_event_channel* channel, Clock::time_point deadline) {
     for (;;) {
         rdma_cm_event* event = nullptr;

@@ -243,8 +243,9 @@ void run() {
     post_send(a.get(), sge_of(*mr, memory.write_source), kWrite, IBV_WR_RDMA_WRITE,
               reinterpret_cast<std::uintptr_t>(memory.write_target.data()), mr->rkey);
     wait_for_completions(cq.get(), 1);
-    // One NIC wrote the bytes before A's completion, so this thread may read them; a separate
-    // peer learns of a WRITE from a message, as step05's WRITE with immediate data tells it.
+    // A's completion says B's side acknowledged the WRITE. Verbs promise B's CPU nothing from a
+    // WRITE alone: a real target learns of it from a message that follows (step05 uses a WRITE
+    // with immediate data). Here both QPs share one device and one process, so we just look.
     std::printf("B's memory after the WRITE: %s\n", memory.write_target.data());
 }
 

@@ -127,6 +127,8 @@ fi
     elif [[ -z $classified ]]; then
         printf '<p>The sources are identical.</p>\n'
     fi
+    # The diff is folded: a chapter page is long enough without it.
+    printf '<details class="step-diff-fold"><summary>Show the diff (%d lines)</summary>\n' "$(($(wc -l <<<"$classified") + ${#unchanged[@]}))"
     printf '<pre class="step-diff-body">'
     for name in "${unchanged[@]}"; do
         printf '<span class="diff-same">%s: unchanged</span>\n' "$name"
@@ -141,6 +143,7 @@ fi
             printf "<span class=\"%s\">%s</span>\n", cls, esc(text)
         }' <<<"$classified"
     printf '</pre>\n'
+    printf '</details>\n'
     printf '</div>\n'
 } >"$out.tmp"
 mv -- "$out.tmp" "$out"

@@ -11,18 +11,23 @@
 
 namespace tutorial {
 
-//! [qp_masks]
 // The attributes ibv_modify_qp(3) requires, and allows, for each step of an RC QP's life.
+//! [init_mask]
 // RESET->INIT: where the QP lives (port, P_Key) and what the peer may do to our memory.
 inline constexpr int kInitMask =
     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+//! [init_mask]
+//! [rtr_mask]
 // INIT->RTR: who the peer is (address vector, QPN), how big its packets are, its first PSN,
 // how many RDMA reads it may have in flight at our side, and how long it waits after an RNR NAK.
 inline constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+//! [rtr_mask]
+//! [rts_mask]
 // RTR->RTS: our sending side: first PSN, ACK timeout, retry counts, our RDMA reads in flight.
 inline constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+//! [rts_mask]
 
 // The mask for one RC transition, or 0 for a transition this tutorial does not make.
 [[nodiscard]] constexpr int rc_transition_mask(ibv_qp_state from, ibv_qp_state to) {
@@ -61,6 +66,5 @@ inline constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
     if (mask != 0) { text += (text.empty() ? "" : " | ") + std::to_string(mask); }
     return text;
 }
-//! [qp_masks]
 
 }  // namespace tutorial

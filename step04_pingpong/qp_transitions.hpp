@@ -23,7 +23,7 @@
 
 namespace tutorial {
 
-//! [qp_attributes]
+//! [retry_policy]
 // The retry policy decides how fast a dead peer is noticed: a send that is not acknowledged is
 // retried retry_cnt times, each after 4.096 us * 2^timeout. 14 gives 67 ms, so 7 tries: ~0.5 s.
 // Not 7 retries, as ibv_rc_pingpong asks: Soft-RoCE (rxe) takes retry_cnt 7 to mean "for ever".
@@ -32,7 +32,9 @@ inline constexpr std::uint8_t kRetryCount = 6;
 inline constexpr std::uint8_t kRnrRetry =
     7;  // 7 means "retry for ever" on a receiver-not-ready NAK
 inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
+//! [retry_policy]
 
+//! [init_attributes]
 // pkey_index: the entry of the port's P_Key table (the partition) this QP belongs to; 0 unless
 // --pkey-index. Both sides' partitions must match.
 [[nodiscard]] inline ibv_qp_attr init_attributes(int ib_port, std::uint16_t pkey_index) {
@@ -43,7 +45,9 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     attr.qp_access_flags = 0;  // two-sided SEND/RECV only: the peer may not touch our memory
     return attr;
 }
+//! [init_attributes]
 
+//! [rtr_attributes]
 // On Ethernet (RoCE) a port is addressed by its GID, so the address vector always has the GRH
 // fields: the remote GID and our source GID index. On InfiniBand the LID routes inside the
 // subnet; a GRH is added only when the peer sent a GID (as ibv_rc_pingpong does).
@@ -71,7 +75,9 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     }
     return attr;
 }
+//! [rtr_attributes]
 
+//! [rts_attributes]
 [[nodiscard]] inline ibv_qp_attr rts_attributes(std::uint32_t local_psn) {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_RTS;
@@ -82,7 +88,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
     attr.max_rd_atomic = 1;
     return attr;
 }
-//! [qp_attributes]
+//! [rts_attributes]
 
 // -m 1024 -> IBV_MTU_1024; nothing for a size that is not an IB MTU.
 [[nodiscard]] inline std::optional<ibv_mtu> mtu_from_bytes(int bytes) {

@@ -60,12 +60,13 @@ struct CmEvent {
     std::optional<PrivateData> theirs;
 };
 
-// The id's next event, waited for with tcp.hpp's ppoll on the channel's fd: SIGINT or SIGTERM
-// ends the wait at once (exit 130). Nothing when the deadline passes first.
+// The id's next event, waited for with stop_signals.hpp's ppoll on the channel's fd: SIGINT or
+// SIGTERM ends the wait at once (exit 130). Nothing when the deadline passes first.
 std::optional<CmEvent> next_event(rdma_event_channel* channel, Clock::time_point deadline) {
     for (;;) {
         rdma_cm_event* event = nullptr;
         if (rdma_get_cm_event(channel, &event) == 0) {  // O_NONBLOCK: EAGAIN when none is queued
+            trace(rdma_event_str(event->event), event->id);
             CmEvent copy{event->event, event->status,
                          decode_private_data(event->param.conn.private_data,
                                              event->param.conn.private_data_len)};
@@ -118,6 +119,7 @@ CmId resolve(rdma_event_channel* channel, const Options& o) {
     if (rdma_resolve_addr(raw, info->ai_src_addr, info->ai_dst_addr, kResolveMs) != 0) {
         throw_resolve_error("rdma_resolve_addr", errno, o.host);
     }
+    trace("rdma_resolve_addr", raw);
     expect_resolved(channel, RDMA_CM_EVENT_ADDR_RESOLVED, "rdma_resolve_addr", o.host);
     if (o.tos >= 0) {
         // Before the route: rdma_cm puts the ToS into the path (RoCE: the GRH's traffic class,
@@ -130,6 +132,7 @@ CmId resolve(rdma_event_channel* channel, const Options& o) {
     if (rdma_resolve_route(raw, kResolveMs) != 0) {
         throw_resolve_error("rdma_resolve_route", errno, o.host);
     }
+    trace("rdma_resolve_route", raw);
     expect_resolved(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, "rdma_resolve_route", o.host);
     return id;
 }
@@ -158,9 +161,11 @@ std::optional<PrivateData> connect_to_server(CmEndpoint& ep, const Options& o,
                                              const PrivateData& mine) {
     const PrivateData wire = wire_order(mine);
     rdma_conn_param param = connection_parameters(wire);
+    const timespec since = trace_clock();
     if (rdma_connect(ep.id(), &param) != 0) {
         throw std::system_error(errno, std::generic_category(), "rdma_connect");
     }
+    trace("rdma_connect", ep.id(), since);
     const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds);
     const std::optional<CmEvent> event = next_event(ep.id()->channel, deadline);
     if (!event || event_errno(*event) == ETIMEDOUT) {  // --timeout, or the CM's own retries
@@ -271,7 +276,9 @@ CmEventChannel open_event_channel() {
 // DISCONNECTED. The run is over either way: a reply that has not come within --timeout is not
 // waited for any longer.
 void disconnect(CmEndpoint& ep, const Options& o) {
+    const timespec since = trace_clock();
     if (rdma_disconnect(ep.id()) != 0) return;  // e.g. the server disconnected first
+    trace("rdma_disconnect", ep.id(), since);
     const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds);
     while (const std::optional<CmEvent> event = next_event(ep.id()->channel, deadline)) {
         if (event->event == RDMA_CM_EVENT_DISCONNECTED) return;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -17,6 +18,8 @@
 namespace tutorial {
 
 namespace {
+
+bool tracing = false;
 
 std::string vendor_err_text(std::uint32_t vendor_err) {
     char text[16];
@@ -49,6 +52,28 @@ void set_nonblocking(int fd) {
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         throw std::system_error(errno, std::generic_category(), "fcntl O_NONBLOCK");
     }
+}
+
+void enable_trace() noexcept { tracing = true; }
+
+timespec trace_clock() noexcept {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    return now;
+}
+
+void trace(const char* what, const rdma_cm_id* id, timespec since) {
+    if (!tracing) return;
+    static constexpr const char* kStates[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+    const char* state = "none";  // no QP on this id (yet, or any more)
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    if (id != nullptr && id->qp != nullptr &&
+        ibv_query_qp(id->qp, &attr, IBV_QP_STATE, &init) == 0 && attr.qp_state <= IBV_QPS_ERR) {
+        state = kStates[attr.qp_state];
+    }
+    std::fprintf(stderr, "trace %lld.%06ld %s; QP %s\n", static_cast<long long>(since.tv_sec),
+                 since.tv_nsec / 1000, what, state);
 }
 
 //! [constructor]
@@ -103,6 +128,7 @@ CmEndpoint::CmEndpoint(CmId id, const CmEndpointConfig& config)
     }
     if (rc != 0) throw std::system_error(errno, std::generic_category(), "rdma_create_qp");
     qp_.reset(id_.get());
+    trace("rdma_create_qp", id_.get());
     max_inline_data_ = attr.cap.max_inline_data;  // what the device granted
 }
 //! [constructor]

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <span>
@@ -159,6 +160,14 @@ class CmEndpoint {
 };
 
 void set_nonblocking(int fd);
+
+/// --trace: turns on trace(), which is silent until then.
+void enable_trace() noexcept;
+[[nodiscard]] timespec trace_clock() noexcept;  // now, as trace() prints it
+/// One line on stderr: the time \p since as tcpdump -tt prints it (to sort the line among a
+/// capture's packets), \p what (a librdmacm call or a CM event), and the state of \p id's QP
+/// now. A call's line gives the time the call began, and the QP's state once it returned.
+void trace(const char* what, const rdma_cm_id* id, timespec since = trace_clock());
 
 //! [conn_param]
 /// What rdma_connect and rdma_accept send besides \p wire, the private data in wire order: one

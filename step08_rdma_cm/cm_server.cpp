@@ -63,6 +63,7 @@ void Server::listen() {
     if (rdma_listen(id, 128) != 0) {
         throw std::system_error(errno, std::generic_category(), "rdma_listen");
     }
+    trace("rdma_listen", id);
     if (is_loopback(o_.bind_address)) {  // the bind succeeds, with no device (id->verbs null)
         std::fprintf(stderr,
                      "%s: warning: --bind=%s is a loopback address, which rdma_cm does not route "
@@ -89,6 +90,7 @@ void Server::watch(int fd, std::uint64_t data) {
 void Server::on_cm_events() {
     rdma_cm_event* event = nullptr;
     while (rdma_get_cm_event(channel_.get(), &event) == 0) {
+        trace(rdma_event_str(event->event), event->id);
         const rdma_cm_event copy = *event;
         std::optional<PrivateData> theirs;
         if (copy.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -184,9 +186,11 @@ void Server::accept(CmId id, Connection& c) {
     const PrivateData wire = wire_order(c.endpoint->window(run_data(run)));
     rdma_conn_param param = connection_parameters(wire);
     // rdma_accept moves the QP to RTR and RTS and sends the ConnectReply; it does not wait.
+    const timespec since = trace_clock();
     if (rdma_accept(c.endpoint->id(), &param) != 0) {
         throw std::system_error(errno, std::generic_category(), "rdma_accept");
     }
+    trace("rdma_accept", c.endpoint->id(), since);
     c.last_progress = Clock::now();
 }
 //! [accept]
@@ -274,7 +278,9 @@ void Server::end(rdma_cm_id* id, std::string outcome) {
         outcome += "; its WRITE says it received " + std::to_string(be32toh(reported)) + " replies";
     }
     report(*c, outcome);
-    connections_.erase(c->number);
+    const timespec since = trace_clock();
+    connections_.erase(c->number);  // rdma_destroy_qp, then rdma_destroy_id
+    trace("rdma_destroy_id", nullptr, since);
 }
 
 void Server::shut_down() {

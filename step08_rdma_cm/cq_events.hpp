@@ -6,21 +6,7 @@
 #include <span>
 #include <stdexcept>
 
-#ifdef TUTORIAL_CLASSIFY_WAKEUPS
-#include "wakeup_classifier.hpp"  // the flood test's build only (../tests)
-#endif
-
 namespace tutorial {
-
-#ifndef TUTORIAL_CLASSIFY_WAKEUPS
-/// The program counts no wake-ups: its safety net always re-arms. The flood test's build replaces
-/// this with ../tests/wakeup_classifier.hpp, which tells a late event from a lost wake-up.
-struct WakeupClassifier {
-    void on_event() noexcept {}
-    [[nodiscard]] bool rearm_before_safety_net() noexcept { return true; }
-    void on_safety_net_find(bool /*rearmed*/) noexcept {}
-};
-#endif
 
 //! [tracker]
 /// Counts the completion events of ONE completion queue and decides when to
@@ -37,7 +23,6 @@ class CqEventTracker {
         ++received_;
         ++unacked_;
         needs_rearm_ = true;
-        wakeups.on_event();
     }
     /// ibv_req_notify_cq() succeeded.
     void on_rearm() { needs_rearm_ = false; }
@@ -90,8 +75,6 @@ class CqEventTracker {
     [[nodiscard]] std::uint64_t safety_net_finds() const { return safety_net_finds_; }
     /// The invariant that lets ibv_destroy_cq() return: every event acked.
     [[nodiscard]] bool balanced() const { return acked_ == received_ && unacked_ == 0; }
-
-    WakeupClassifier wakeups;  ///< empty in the program; the flood test's build counts here
 
   private:
     std::uint32_t ack_batch_;
@@ -170,14 +153,10 @@ void ack_all_before_destroy(Source& source, CqEventTracker& tracker) noexcept {
 template <typename Source, typename W, typename OnCompletion>
 std::uint64_t safety_net_poll(Source& source, CqEventTracker& tracker, std::span<W> batch,
                               OnCompletion&& on_completion) {
-    const bool rearm = tracker.wakeups.rearm_before_safety_net();
-    if (rearm) {
-        source.request_notify();
-        tracker.on_rearm();
-    }
+    source.request_notify();
+    tracker.on_rearm();
     const std::uint64_t found = drain(source, batch, on_completion);
     tracker.on_safety_net_poll(found);
-    if (found > 0) { tracker.wakeups.on_safety_net_find(rearm); }
     return found;
 }
 //! [safety_net_poll]

@@ -28,6 +28,7 @@ int run(const Options& options) {
         std::fputs(usage_text().c_str(), stdout);
         return kExitOk;
     }
+    if (options.trace) enable_trace();  // --trace
     if (options.host.empty()) {
         Server server(options);
         return server.run();

@@ -44,6 +44,8 @@ struct Options {
     WaitMode mode = WaitMode::busy;
     std::string note;  // a label for the server's log, in the connect request's private data
     int tos = -1;      // -T: the id's type of service (RDMA_OPTION_ID_TOS); -1: not set
+    // --trace: each librdmacm call and CM event, with the QP's state, on stderr
+    bool trace = false;
 };
 
 [[nodiscard]] inline std::string usage_text() {
@@ -57,6 +59,8 @@ struct Options {
   -p, --port=PORT        rdma_cm port (default 7471, as rdma-core's examples)
       --bind=ADDR        server: listen on ADDR (default: all)
       --timeout=S        handshake and wait timeout in seconds (default 10)
+      --trace            print each librdmacm call and CM event, the QP state and the time
+                         (as tcpdump -tt prints it; a call: when it began), on stderr
       --check            fill every message with a pattern and verify it (both sides)
   -h, --help             print this help
   server:
@@ -78,7 +82,8 @@ enum LongOnlyOption : int {
     kOptExitAfter,
     kOptSafetyMs,
     kOptBusyPoll,
-    kOptNote
+    kOptNote,
+    kOptTrace
 };
 
 inline const option kLongOptions[] = {{"size", required_argument, nullptr, 's'},
@@ -89,6 +94,7 @@ inline const option kLongOptions[] = {{"size", required_argument, nullptr, 's'},
                                       {"bind", required_argument, nullptr, kOptBind},
                                       {"timeout", required_argument, nullptr, kOptTimeout},
                                       {"check", no_argument, nullptr, kOptCheck},
+                                      {"trace", no_argument, nullptr, kOptTrace},
                                       {"exit-after", required_argument, nullptr, kOptExitAfter},
                                       {"safety-ms", required_argument, nullptr, kOptSafetyMs},
                                       {"busy-poll", no_argument, nullptr, kOptBusyPoll},
@@ -119,6 +125,7 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
             o.timeout_seconds = static_cast<int>(parse_number(arg, "--timeout", 1, 3600));
             break;
         case kOptCheck: o.check = true; break;
+        case kOptTrace: o.trace = true; break;
         case kOptExitAfter:
             o.exit_after =
                 static_cast<std::uint32_t>(parse_number(arg, "--exit-after", 1, 1'000'000));

@@ -1,8 +1,8 @@
 // Unit tests of cq_events.hpp, which step06 and step09 carry byte-identical: the event
 // bookkeeping against a fake event source (no device, no verbs faked). tests/CMakeLists.txt builds
 // this file twice per step, against that step's copy: as the program is (stepNN_unit_cq_events),
-// and with -DTUTORIAL_CLASSIFY_WAKEUPS, which brings in wakeup_classifier.hpp, the late/lost
-// classifier the flood's build uses (stepNN_unit_wakeups).
+// and against the copy that wakeup_classifier.patch gives the late/lost classifier the flood's
+// build uses (stepNN_unit_wakeups, with -DTUTORIAL_CLASSIFY_WAKEUPS for this file's own tests).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Test build only (-DTUTORIAL_CLASSIFY_WAKEUPS, the flood's program and the unit test): tells a
-// late completion event from a lost wake-up, in place of cq_events.hpp's empty WakeupClassifier.
+// Test build only (the flood's program and the unit test): tells a late completion event from a
+// lost wake-up. wakeup_classifier.patch adds it to a copy of a step's cq_events.hpp.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/run-clang-tidy.sh BUILD_DIR: clang-tidy (checks in .clang-tidy, warnings
 # are errors) on every step's sources, .cpp and .hpp (the programs, not their
-# tests), using BUILD_DIR/compile_commands.json.
+# tests), and on the main page's one-file program (docs/examples), using
+# BUILD_DIR/compile_commands.json.
 # Each .cpp is checked with the headers of its step that it includes
 # (HeaderFilterRegex in .clang-tidy); a header that no source of its step
 # includes is checked on its own (clang-tidy takes its compile command from a
@@ -14,7 +15,7 @@ cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
 build=${1:?usage: tools/run-clang-tidy.sh BUILD_DIR}
 [[ -f $build/compile_commands.json ]] || { echo "run-clang-tidy: no $build/compile_commands.json" >&2; exit 2; }
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
-    ':(glob)step[0-9][0-9]_*/*.cpp' ':(glob)step[0-9][0-9]_*/*.hpp')
+    ':(glob)step[0-9][0-9]_*/*.cpp' ':(glob)step[0-9][0-9]_*/*.hpp' ':(glob)docs/examples/*.cpp')
 ((${#files[@]})) || { echo "run-clang-tidy: no step sources"; exit 0; }
 
 rc=0

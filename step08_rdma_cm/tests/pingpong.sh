@@ -2,7 +2,8 @@
 # step08_rdma_cm against itself across the two-host lab's wire: one server on host a, three
 # clients on host b at once (busy, events, a --note), every message checked; each client's one
 # WRITE shows in the server's line. A client with another -n is rejected, and names the option
-# (the chapter's exercise 1).
+# (the chapter's exercise 1). The server and the --note client run with --trace: their QPs' states
+# after rdma_accept, ESTABLISHED and rdma_disconnect.
 # The capture holds the CM's exchange, which tshark decodes: ConnectRequest, ConnectReply,
 # ReadyToUse, then DisconnectRequest and DisconnectReply, for each client.
 # shellcheck source=/dev/null
@@ -12,14 +13,14 @@ bin=$1
 port=$(new_port)
 n=20
 start_capture cm
-run_cmd server timeout 90 "$bin" -p "$port" -s 64 -n $n --check --exit-after 4 &
+run_cmd server timeout 90 "$bin" -p "$port" -s 64 -n $n --check --exit-after 4 --trace &
 server=$!
 wait_for_line server out "^server: listening on rdma_cm port $port;" 30
 run_cmd busy "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n $n --check "$LAB_ADDR" &
 c1=$!
 run_cmd event "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n $n --check -e "$LAB_ADDR" &
 c2=$!
-run_cmd note "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n $n --check --note "third client" "$LAB_ADDR" &
+run_cmd note "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n $n --check --note "third client" --trace "$LAB_ADDR" &
 c3=$!
 run_cmd iters "$PEER" run --timeout 60 -- "$bin" -p "$port" -s 64 -n 10 "$LAB_ADDR"
 wait $c1 $c2 $c3 "$server"
@@ -31,6 +32,11 @@ for c in busy event; do
     expect_match $c out "^client: connected to $LAB_ADDR port $port \\(a step08 server\\), QPN 0x[0-9a-f]{6}$"
 done
 expect_exit note 0
+expect_match note err '^trace [0-9]+\.[0-9]{6} rdma_connect; QP INIT$'
+expect_match note err '^trace [0-9]+\.[0-9]{6} RDMA_CM_EVENT_ESTABLISHED; QP RTS$'
+expect_match note err '^trace [0-9]+\.[0-9]{6} rdma_disconnect; QP ERR$'
+(($(grep -cE '^trace [0-9.]+ rdma_accept; QP RTS$' "$TEST_TMP/server.err") == 3)) ||
+    fail "server: expected --trace's rdma_accept line, QP RTS, for the three accepted clients"
 expect_exit iters 6
 expect_line iters err "step08_rdma_cm: the server uses -n $n, this client -n 10: both sides must use the same -n"
 expect_exit server 0

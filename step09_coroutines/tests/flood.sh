@@ -39,7 +39,7 @@ expect_line server out "server: messages received: $((clients * msgs))"
 events=$(field server out '^server: CQ events: received ([0-9]+), acked [0-9]+,.*')
 acked=$(field server out '^server: CQ events: received [0-9]+, acked ([0-9]+),.*')
 [[ $events -gt 0 && $events == "$acked" ]] || fail "server: events received $events, acked $acked"
-# BIN is the flood's build (tests/wakeup_classifier.hpp): every CQ, the server's and each client's,
+# BIN is the flood's build (tests/wakeup_classifier.patch): every CQ, the server's and each client's,
 # prints "cq wake-ups: late events N, lost wake-ups N" when it is destroyed. None may be lost.
 served=$(grep -c '^cq wake-ups: ' "$TEST_TMP/server.out")
 ((served >= clients)) || fail "server: $served 'cq wake-ups' lines for $clients clients (is BIN the flood's build?)"

@@ -5,6 +5,9 @@
 // Doxygen command leaked into the text, every image and diagram loads, and
 // every internal link resolves, and the pages with a plot or a sequence diagram show it; the
 // glossary defines each required term in an entry of its own.
+// Every diagram (\dot and \msc) on every page is shown whole at 1400 px and at 900 px, in the
+// light and the dark theme: inside the text column, not cropped, not squashed, and inverted in
+// the dark theme; each is saved as SCREENSHOT_DIR/diagrams/PAGE-N-WIDTH-THEME.png.
 // Saves screenshots of the main page, of the latest chapter and of the performance
 // page's plot. Prints "N passed, M failed" and exits non-zero on a failure.
 import { chromium } from 'playwright-core';
@@ -51,12 +54,19 @@ const pages = [
   ['concepts_wire.html', /RoCE v2 on the wire/],
   ['glossary.html', /Glossary/],
 ];
-// Images a page must show (and that must load): the plot drawn by bench/plot-latency, and the
-// sequence diagrams (Doxygen 1.9 renders \msc as an <img> of msc_inline_mscgraph_N.svg or .png).
+// Images a page must show (and that must load): the plot drawn by bench/plot-latency, the
+// sequence diagrams (Doxygen 1.9 renders \msc as an <img> of msc_inline_mscgraph_N.svg or .png),
+// and the ladder of each wire capture a page shows (\mscfile NAME.msc: msc_NAME.svg).
+const ladder = (name) => new RegExp(`/msc_${name}\\.svg$`);
 const requiredImages = new Map([
   ['performance.html', [/\/latency-cdf\.png$/]],
   ['concepts_handshake.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
-  ['concepts_events.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/]],
+  ['concepts_wire.html', [ladder('wire_step03_hello')]],
+  ['step03.html', [ladder('wire_step03_hello')]],
+  ['step04.html', ['plain', '10000', 'killed'].map((n) => ladder(`wire_step04_${n}`))],
+  ['step05.html', ['write', 'write3000', 'read'].map((n) => ladder(`wire_step05_${n}`))],
+  ['step06.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/, ladder('wire_step06_clients')]],
+  ['step07.html', [ladder('wire_step07_window')]],
 ]);
 // The packet excerpts (docs/captures/wire_*.txt) each page must show, in its preformatted text:
 // a decoded row or header field that only that excerpt has.
@@ -77,6 +87,7 @@ pages.push(['maintainers.html', /For maintainers/]);
 for (const f of files.filter((f) => /^maint_step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`step${f.slice(10, 12)}_\\w+: for maintainers`)]);
 }
+pages.push(['maint_performance.html', /For maintainers: the performance runs/]);
 // The glossary must define at least these terms, and every link into it must land on an anchor
 // it has. Each term is an entry of its own: \anchor glossary_NAME, then the term in bold that
 // must match the pattern, then at least a sentence of definition.
@@ -101,6 +112,78 @@ const browser = await chromium.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
          '--no-first-run', '--disable-component-update', '--disable-sync'],
 });
+// Diagrams fit the page: for each page, width and theme, every diagram's box lies inside the
+// text column (div.contents less its padding), shows its whole drawing (an <img> at its own
+// aspect ratio; an <iframe> or <object> no smaller than the SVG it holds), and in the dark
+// theme is inverted like doxygen-awesome's other images, so that black lines read on the dark
+// background.
+const diagramSelector = 'div.dotgraph img, div.dotgraph iframe, div.dotgraph object, div.mscgraph img, div.mscgraph object';
+const pagesWithDiagrams = new Set();  // filled by the page loop, which sees every page once
+async function checkDiagrams() {
+  const selector = diagramSelector;
+  let shown = 0;
+  for (const width of [1400, 900]) {
+    const ctx = await browser.newContext({ viewport: { width, height: 900 }, colorScheme: 'light' });
+    const p = await ctx.newPage();
+    for (const [file] of pages.filter(([f]) => pagesWithDiagrams.has(f))) {
+      await p.goto(base + file, { waitUntil: 'load' });
+      for (const theme of ['light', 'dark']) {
+        // The theme as doxygen-awesome's toggle sets it: the colour scheme, and the class on <html>.
+        await p.emulateMedia({ colorScheme: theme });
+        await p.evaluate((dark) => {
+          document.documentElement.classList.toggle('dark-mode', dark);
+          document.documentElement.classList.toggle('light-mode', !dark);
+        }, theme === 'dark');
+        const boxes = await p.evaluate(async (sel) => {
+          const contents = document.querySelector('div.contents');
+          const c = contents.getBoundingClientRect();
+          const pad = parseFloat(getComputedStyle(contents).paddingRight) || 0;
+          const out = [];
+          for (const e of document.querySelectorAll(sel)) {
+            if (e.tagName === 'IMG' && !e.complete) await new Promise((ok) => { e.onload = ok; e.onerror = ok; });
+            const r = e.getBoundingClientRect();
+            let inner = null;
+            if (e.tagName !== 'IMG') {
+              const svg = (e.contentDocument ?? e.getSVGDocument?.())?.documentElement;
+              const s = svg?.getBoundingClientRect();
+              inner = s ? { w: s.width, h: s.height } : null;
+            }
+            out.push({ tag: e.tagName, src: e.getAttribute('src') ?? e.getAttribute('data'),
+                       left: r.left, right: r.right, w: r.width, h: r.height,
+                       nw: e.naturalWidth ?? 0, nh: e.naturalHeight ?? 0, inner,
+                       colLeft: c.left, colRight: c.right - pad, filter: getComputedStyle(e).filter,
+                       dark: document.documentElement.classList.contains('dark-mode') });
+          }
+          return out;
+        }, selector);
+        const handles = await p.$$(selector);
+        for (const [i, d] of boxes.entries()) {
+          const what = `${file}: diagram ${i + 1} (${d.src}) at ${width} px, ${theme} theme`;
+          check(d.left >= d.colLeft - 1 && d.right <= d.colRight + 1,
+                `${what}: spans ${Math.round(d.left)}-${Math.round(d.right)} px, outside the text column ${Math.round(d.colLeft)}-${Math.round(d.colRight)}`);
+          if (d.tag === 'IMG') {
+            check(d.nw > 0 && d.w > 0 && Math.abs(d.h / d.w - d.nh / d.nw) < 0.02,
+                  `${what}: drawn ${Math.round(d.w)}x${Math.round(d.h)}, not at its own shape ${d.nw}x${d.nh}`);
+          } else {
+            check(d.inner !== null && d.inner.w <= d.w + 1 && d.inner.h <= d.h + 1,
+                  `${what}: its frame ${Math.round(d.w)}x${Math.round(d.h)} crops the drawing ${Math.round(d.inner?.w)}x${Math.round(d.inner?.h)}`);
+          }
+          check(theme === 'light' ? !/invert/.test(d.filter) : d.dark && /invert/.test(d.filter),
+                `${what}: filter "${d.filter}" (the dark theme must invert a diagram, the light one must not)`);
+          const name = `${file.replace('.html', '')}-${i + 1}-${width}-${theme}.png`;
+          await mkdir(join(shotDir, 'diagrams'), { recursive: true });
+          const saved = await handles[i].screenshot({ path: join(shotDir, 'diagrams', name) })
+            .then(() => true, () => false);
+          check(saved, `${what}: no screenshot`);
+          shown++;
+        }
+      }
+    }
+    await ctx.close();
+  }
+  console.log(`diagrams: ${shown} checked (every page, at 1400 and 900 px, light and dark)`);
+}
+
 let passed = 0;
 let failed = 0;
 const check = (ok, what) => {
@@ -168,6 +251,7 @@ try {
               `${file}: exercise ${i + 1} has no collapsed answer (<details><summary>Answer)`);
       });
     }
+    if (await page.$(diagramSelector)) pagesWithDiagrams.add(file);
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
     const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({
@@ -247,6 +331,7 @@ try {
   await page.locator('img[src$="latency-cdf.png"]').first().scrollIntoViewIfNeeded().catch(() => {});
   await page.screenshot({ path: join(shotDir, 'performance.png'), fullPage: false });
   check(chapters.length > 0, 'no stepNN.html chapter pages');
+  await checkDiagrams();
   console.log(`site check: ${pages.length} pages, ${linkStatus.size} distinct internal links`);
 } finally {
   await browser.close();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A SIGINT that the parent ignores stays ignored (steps 03-07 and 09): nohup, or a shell that
+# A SIGINT that the parent ignores stays ignored (steps 03-07, 09 and 10): nohup, or a shell that
 # starts a background job without job control, ignores it on purpose. Each server is started
 # with SIGINT ignored and sent one: the servers that wait for one client (steps 03-05, 07) go
-# on until their --timeout 2 ends the wait (exit 7, not 130); step06's and step09's, which serve
-# until a signal, are still running a second later and stop on SIGTERM (exit 0).
+# on until their --timeout 2 ends the wait (exit 7, not 130); those of steps 06, 09 and 10, which
+# serve until a signal, are still running a second later and stop on SIGTERM (exit 0).
 # usage: inherited_ignore.sh PROGRAM...
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -18,7 +18,7 @@ for prog in "$@"; do
     wait_for_listen "$port" 30 "$server"
     kill -INT "$server"
     case $name in
-        step06_epoll | step09_coroutines)
+        step06_epoll | step09_coroutines | step10_srq)
             sleep 1
             kill -0 "$server" 2>/dev/null || fail "$name: ended on a SIGINT its parent ignores"
             kill -TERM "$server"

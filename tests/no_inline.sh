@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A device that allows no inline data (no_inline_qp.so, LD_PRELOAD, refuses max_inline_data above
-# 0 with EINVAL): steps 03-07 and 09 ask again for none and run. Each program's server and
+# 0 with EINVAL): steps 03-07, 09 and 10 ask again for none and run. Each program's server and
 # client, on rxe0, with the injector.
 # usage: no_inline.sh NO_INLINE_QP_SO PROGRAM...
 # shellcheck source=/dev/null
@@ -21,10 +21,12 @@ for prog in "$@"; do
         step07_bandwidth) args+=(-n 100 -s 64) ;;
         *) args+=(-n 10 -s 64) ;;
     esac
-    [[ $name == step06_epoll || $name == step09_coroutines ]] && args+=(--exit-after 1)
+    serves_on=0  # a server that serves until a signal or --exit-after
+    [[ $name == step06_epoll || $name == step09_coroutines || $name == step10_srq ]] && serves_on=1
+    ((serves_on)) && args+=(--exit-after 1)
     serve "${name}_server" env LD_PRELOAD="$seam" ASAN_OPTIONS="$asan_options" "$prog" "${args[@]}"
     client_args=("${args[@]}")
-    [[ $name == step06_epoll || $name == step09_coroutines ]] && client_args=(-d "$RDMA_DEVICE" --timeout 20 -n 10 -s 64)
+    ((serves_on)) && client_args=(-d "$RDMA_DEVICE" --timeout 20 -n 10 -s 64)
     run_cmd "${name}_client" env LD_PRELOAD="$seam" ASAN_OPTIONS="$asan_options" "$prog" "${client_args[@]}" -p "$port" 127.0.0.1
     wait "$server"
     for side in server client; do

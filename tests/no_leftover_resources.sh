@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Resource accounting: every step program that exists runs a short, realistic scenario in the lab
-# (a clean run; step04's server and step06's and step09's servers stopped by SIGINT, the latter
-# two in mid-flood),
+# (a clean run; step04's server and the servers of steps 06, 09 and 10 stopped by SIGINT, the
+# latter three in mid-flood),
 # and afterwards `rdma res show qp|cq|mr|pd` holds nothing that belonged to those processes.
-# step06's and step09's servers are also checked alive: after 10 clients, a running server holds
-# as many QPs, CQs, MRs and PDs as before its first client.
+# The servers of steps 06, 09 and 10 are also checked alive: after 10 clients, a running server
+# holds as many QPs, CQs, MRs and PDs as before its first client (step10's: its shared CQ, its
+# receive ring's MR and its PD).
 # A positive control first checks that the filter does see a live process's QPs.
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -85,10 +86,10 @@ counts() {
 # anyway: only a live server shows a per-client leak.) Then SIGINT: it exits 0.
 live_server() {
     local prog=$1 s=${1##*/} port before after i name began=$SECONDS
-    s=${s%%_*}  # step06, step09
+    s=${s%%_*}  # step06, step09, step10
     port=$(new_port)
-    local common=("${opts[@]}" -p "$port" -s 64 -n 100 -r 16) events=()
-    [[ $s == step06 ]] && events=(-e)  # step09's client always sleeps on events, and has no -e
+    local common=("${opts[@]}" -p "$port" -s 64 -n 100 -r 16) events=(-e)
+    [[ $s == step09 ]] && events=()  # step09's client always sleeps on events, and has no -e
     start "$s-live" "$prog" "${common[@]}"
     wait_for_listen "$port" 30
     before=$(counts "${pid[$s-live]}")
@@ -179,14 +180,14 @@ scenario() {
         step07_bandwidth)
             run_pair "$prog" -n 200 -s 4096 -q 2
             ;;
-        step06_epoll | step09_coroutines)
+        step06_epoll | step09_coroutines | step10_srq)
             live_server "$prog"
             # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and
             # exits 0; then the clients get SIGINT too. The clients sleep on events (step06's -e;
             # step09's client has no other mode) and are paced (--rate), so that the emulated CPUs
             # stay responsive. step09 runs the same scenario: its server cancels its coroutines,
-            # then destroys the verbs objects.
-            local s=${name%%_*}  # step06, step09
+            # then destroys the verbs objects; so does step10's, for connections on one CQ and SRQ.
+            local s=${name%%_*}  # step06, step09, step10
             local events=(-e)
             [[ $s == step09 ]] && events=()
             port=$(new_port)
@@ -234,12 +235,12 @@ run_parallel() {
         ((rc == 0)) || failed=1
     done
 }
-# The short runs together; then step06's flood alone, and step09's alone: each keeps the emulated
-# CPUs busy.
+# The short runs together; then step06's flood alone, step09's alone and step10's alone: each
+# keeps the emulated CPUs busy.
 light=() heavy=()
 for prog in "$@"; do
     case ${prog##*/} in
-        step06_epoll | step09_coroutines) heavy+=("$prog") ;;
+        step06_epoll | step09_coroutines | step10_srq) heavy+=("$prog") ;;
         *) light+=("$prog") ;;
     esac
 done

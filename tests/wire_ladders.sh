@@ -2,10 +2,10 @@
 # wire_ladders: tools/decode-wire --ladder, which the docs build runs on every committed wire
 # capture (docs/captures/wire_step*.txt) to draw the ladder a chapter shows beside it.
 # 1. For every capture, the ladder's arrows are exactly the table's packets, in order: the same
-#    hosts, opcode, PSN, AckReq and AETH syndrome, and a "..." line where the excerpt leaves out
+#    hosts, opcode, PSN, AckReq and AETH syndrome, time and destination QP, and a "..." line where the excerpt leaves out
 #    frames. Both are parsed here, apart from decode-wire's own code.
-# 2. The comparison fails when an arrow is missing, when a row is missing, and when two arrows
-#    change places.
+# 2. The comparison fails when an arrow is missing, when a row is missing, when two arrows
+#    change places, and when a time or a QP is wrong.
 # 3. The headers the later chapters need, on a pcap written here by hand (DETH, AtomicETH,
 #    AtomicAckETH, NAK and RNR NAK syndromes): the table, --tsv, --detail and --ladder, exactly.
 set -uo pipefail
@@ -27,7 +27,8 @@ table_packets() {
              if (match($0, /(ACK|RNR NAK|NAK[^,]*|AETH), MSN [0-9]+/)) {
                  syn = substr($0, RSTART, RLENGTH); sub(/, MSN [0-9]+$/, "", syn)
              }
-             print $3, $5, $7, $9, ($10 == "AckReq" ? "AckReq" : "-"), syn
+             qp = $8; sub(/^0x0*/, "", qp)
+             print $3, $5, $7, $9, ($10 == "AckReq" ? "AckReq" : "-"), syn, $2 " ms", "QP 0x" qp
          }' "$1"
 }
 
@@ -45,10 +46,14 @@ ladder_packets() {
          /^  [ab]->[ab] \[label="/ {
              split($1, ends, "->")
              label = $0; sub(/^[^"]*"/, "", label); sub(/".*$/, "", label)
+             # The second line: "MS ms, to QP 0xQP".
+             where = label; sub(/^.*\\n/, "", where); sub(/\\n.*$/, "", label)
+             split(where, t, /( ms, to | )/)
              syn = "-"
              if (match(label, /\(.*\)$/)) { syn = substr(label, RSTART + 1, RLENGTH - 2); label = substr(label, 1, RSTART - 2) }
              split(label, w, " ")
-             print addr[ends[1]], addr[ends[2]], w[1], w[2], (w[3] == "AckReq" ? "AckReq" : "-"), syn
+             print addr[ends[1]], addr[ends[2]], w[1], w[2], (w[3] == "AckReq" ? "AckReq" : "-"), syn,
+                   t[1] " ms", t[2] " " t[3]
          }' "$1"
 }
 
@@ -79,7 +84,7 @@ sed -n 3p "$tmp/wire_step05_read.msc" | grep -qx '  a \[label="host a (192.0.2.1
     fail "wire_step05_read: the columns are not host a (the server) and host b (the client): $(sed -n 3p "$tmp/wire_step05_read.msc")"
 
 # 2. The comparison can fail: a ladder without its third arrow, a table without its third row,
-# and a ladder whose first two arrows change places.
+# a ladder whose first two arrows change places, and one with a wrong time or QP.
 name=wire_step05_read
 awk '/->/ && ++n == 3 { next } { print }' "$tmp/$name.msc" >"$tmp/dropped.msc"
 ladder_packets "$tmp/dropped.msc" >"$tmp/dropped.ladder"
@@ -95,7 +100,16 @@ awk '/->/ && ++n == 1 { held = $0; next } { print } /->/ && n == 2 { print held 
 ladder_packets "$tmp/swapped.msc" >"$tmp/swapped.ladder"
 diff -q "$tmp/$name.table" "$tmp/swapped.ladder" >/dev/null &&
     fail "a ladder with two arrows swapped still matched the table"
-echo "altered ladders and tables (an arrow or a row dropped, two arrows swapped) do not match"
+# A wrong time, and a wrong QP, on the second arrow.
+awk '/->/ && ++n == 2 { sub(/\\n[0-9.]+ ms/, "\\n9.999 ms") } { print }' "$tmp/$name.msc" >"$tmp/time.msc"
+ladder_packets "$tmp/time.msc" >"$tmp/time.ladder"
+diff -q "$tmp/$name.table" "$tmp/time.ladder" >/dev/null &&
+    fail "a ladder with a wrong time still matched the table"
+awk '/->/ && ++n == 2 { sub(/to QP 0x[0-9a-f]+/, "to QP 0xabc") } { print }' "$tmp/$name.msc" >"$tmp/qp.msc"
+ladder_packets "$tmp/qp.msc" >"$tmp/qp.ladder"
+diff -q "$tmp/$name.table" "$tmp/qp.ladder" >/dev/null &&
+    fail "a ladder with a wrong QP still matched the table"
+echo "altered ladders and tables (an arrow or a row dropped, two arrows swapped, a time or QP wrong) do not match"
 
 # 3. A pcap written by hand: host b sends a UD SEND (DETH), a CMP_SWAP and a FETCH_ADD
 # (AtomicETH); host a answers with an ATOMIC_ACK (AETH, AtomicAckETH), a NAK (PSN sequence
@@ -159,12 +173,12 @@ cat >"$tmp/want.msc" <<'EOF'
 msc {
   width = "520";
   a [label="192.0.2.2"], b [label="192.0.2.1"];
-  a->b [label="UD_SEND_ONLY 0x000010"];
-  a->b [label="CMP_SWAP 0x000200 AckReq"];
-  b->a [label="ATOMIC_ACK 0x000200 (ACK)"];
-  a->b [label="FETCH_ADD 0x000201 AckReq"];
-  b->a [label="ACK 0x000201 (NAK seq err)"];
-  b->a [label="ACK 0x000201 (RNR NAK)"];
+  a->b [label="UD_SEND_ONLY 0x000010\n0.000 ms, to QP 0x12"];
+  a->b [label="CMP_SWAP 0x000200 AckReq\n1.000 ms, to QP 0x11"];
+  b->a [label="ATOMIC_ACK 0x000200 (ACK)\n2.000 ms, to QP 0x11"];
+  a->b [label="FETCH_ADD 0x000201 AckReq\n3.000 ms, to QP 0x11"];
+  b->a [label="ACK 0x000201 (NAK seq err)\n4.000 ms, to QP 0x11"];
+  b->a [label="ACK 0x000201 (RNR NAK)\n5.000 ms, to QP 0x11"];
 }
 EOF
 expect "--ladder" "$tmp/want.msc" "$tmp/crafted.msc"

@@ -2,10 +2,11 @@
 # wire_ladders: tools/decode-wire --ladder, which the docs build runs on every committed wire
 # capture (docs/captures/wire_step*.txt) to draw the ladder a chapter shows beside it.
 # 1. For every capture, the ladder's arrows are exactly the table's packets, in order: the same
-#    hosts, opcode, PSN, AckReq and AETH syndrome, time and destination QP, and a "..." line where the excerpt leaves out
-#    frames. Both are parsed here, apart from decode-wire's own code.
+#    hosts, opcode, PSN, AckReq and AETH syndrome, time and destination QP, and a "..." line where
+#    the excerpt leaves out frames, with their number and time span. Both are parsed here, apart
+#    from decode-wire's own code.
 # 2. The comparison fails when an arrow is missing, when a row is missing, when two arrows
-#    change places, and when a time or a QP is wrong.
+#    change places, and when a time, a QP or a left-out span is wrong.
 # 3. The headers the later chapters need, on a pcap written here by hand (DETH, AtomicETH,
 #    AtomicAckETH, NAK and RNR NAK syndromes): the table, --tsv, --detail and --ladder, exactly.
 set -uo pipefail
@@ -16,13 +17,14 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# table_packets FILE: the packet rows of a decoded capture, "FROM TO OPCODE PSN ACKREQ SYNDROME"
-# a line ("-" for no AckReq or no AETH), and "... N" for N frames left out before a row.
+# table_packets FILE: the packet rows of a decoded capture, "FROM TO OPCODE PSN ACKREQ SYNDROME
+# MS ms QP 0xQP" a line ("-" for no AckReq or no AETH), and "... N FROM_MS TO_MS" for N frames
+# left out before a row, between the row before (0.000 at the capture's start) and that row.
 table_packets() {
     awk '/^frame +ms +from -> to / { on = 1; next }
          on && $4 == "->" {
-             if ($1 - last > 1) print "...", $1 - last - 1
-             last = $1
+             if ($1 - last > 1) print "...", $1 - last - 1, (last ? last_ms : "0.000"), $2
+             last = $1; last_ms = $2
              syn = "-"
              if (match($0, /(ACK|RNR NAK|NAK[^,]*|AETH), MSN [0-9]+/)) {
                  syn = substr($0, RSTART, RLENGTH); sub(/, MSN [0-9]+$/, "", syn)
@@ -42,7 +44,13 @@ ladder_packets() {
              }
              next
          }
-         /^  \.\.\. / { match($0, /"[0-9]+ /); print "...", substr($0, RSTART + 1, RLENGTH - 2); next }
+         # "... [label="N packets not shown, FROM to TO ms"];"
+         /^  \.\.\. / {
+             label = $0; sub(/^[^"]*"/, "", label); sub(/".*$/, "", label)
+             split(label, w, /( packets? not shown, | to | ms$)/)
+             print "...", w[1], w[2], w[3]
+             next
+         }
          /^  [ab]->[ab] \[label="/ {
              split($1, ends, "->")
              label = $0; sub(/^[^"]*"/, "", label); sub(/".*$/, "", label)
@@ -78,8 +86,8 @@ for capture in "${captures[@]}"; do
     fi
 done
 # The step04 excerpt of a killed server starts at a frame past 1: its ladder says so.
-grep -q '^  \.\.\. \[label="1810 packets not shown"\];$' "$tmp/wire_step04_killed.msc" ||
-    fail "wire_step04_killed: no '...' line for the 1810 frames before the excerpt"
+grep -q '^  \.\.\. \[label="1810 packets not shown, 0.000 to 2552.564 ms"\];$' "$tmp/wire_step04_killed.msc" ||
+    fail "wire_step04_killed: no '...' line for the 1810 frames before the excerpt, with their span"
 sed -n 3p "$tmp/wire_step05_read.msc" | grep -qx '  a \[label="host a (192.0.2.1), server"\], b \[label="host b (192.0.2.2), client"\];' ||
     fail "wire_step05_read: the columns are not host a (the server) and host b (the client): $(sed -n 3p "$tmp/wire_step05_read.msc")"
 
@@ -102,8 +110,13 @@ awk '$4 == "->" && ++n == 3 { next } { print }' "$root/docs/captures/$name.txt" 
 table_packets "$tmp/dropped.txt" >"$tmp/dropped.table"
 diff -q "$tmp/dropped.table" "$tmp/$name.ladder" >/dev/null &&
     fail "a table without one row still matched the ladder"
-grep -q '^\.\.\. 1$' "$tmp/dropped.table" || fail "a table without one row shows no gap"
-echo "altered ladders and tables (an arrow or a row dropped, two arrows swapped, a time or QP wrong) do not match"
+grep -q '^\.\.\. 1 [0-9.]* [0-9.]*$' "$tmp/dropped.table" || fail "a table without one row shows no gap"
+# A wrong time span on the killed peer's "..." line.
+sed 's/not shown, 0\.000 to/not shown, 1.000 to/' "$tmp/wire_step04_killed.msc" >"$tmp/span.msc"
+ladder_packets "$tmp/span.msc" >"$tmp/span.ladder"
+diff -q "$tmp/wire_step04_killed.table" "$tmp/span.ladder" >/dev/null &&
+    fail "a ladder with a wrong span for the packets left out still matched the table"
+echo "altered ladders and tables (an arrow or a row dropped, two arrows swapped, a time, QP or span wrong) do not match"
 
 # 3. A pcap written by hand: host b sends a UD SEND (DETH), a CMP_SWAP and a FETCH_ADD
 # (AtomicETH); host a answers with an ATOMIC_ACK (AETH, AtomicAckETH), a NAK (PSN sequence

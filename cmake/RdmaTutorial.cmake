@@ -161,7 +161,8 @@ endfunction()
 # rdma_tutorial_patched_copy(NAME PATCH exercises/x.patch SOURCES a.cpp... [OUTPUT var]): at build
 # time, copies the step's .cpp and .hpp files to NAME-src in the build tree and applies the patch
 # there (patch -p1, paths as in the step's folder). Sets var to the patched SOURCES; a target that
-# builds them depends on the copy. A patch that no longer applies fails the build, naming it.
+# builds them depends on the copy. A patch that no longer applies exactly (at its own line
+# numbers, without fuzz) fails the build, naming it.
 function(rdma_tutorial_patched_copy name)
     cmake_parse_arguments(ARG "" "PATCH;OUTPUT" "SOURCES" ${ARGN})
     set(dir ${CMAKE_CURRENT_BINARY_DIR}/${name}-src)
@@ -186,7 +187,7 @@ function(rdma_tutorial_patched_copy name)
         COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
         COMMAND ${CMAKE_COMMAND} -E copy ${step_files} ${dir}
         ${copy_nested}
-        COMMAND patch --quiet --forward -p1 -d ${dir} -i ${patch}
+        COMMAND sh -c "out=$(patch --forward --fuzz=0 -p1 -d \"$1\" -i \"$2\") || { printf '%s\\n' \"$out\"; exit 1; }; case $out in *offset*) printf '%s\\n' \"$out\" \"$2: a hunk applies only at an offset; regenerate the patch\"; exit 1;; esac" sh ${dir} ${patch}
         DEPENDS ${step_files} ${nested} ${patch}
         COMMENT "Applying ${ARG_PATCH} to a copy of ${PROJECT_NAME} (${name})"
         VERBATIM)

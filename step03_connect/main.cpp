@@ -58,7 +58,7 @@ void run(const Options& options) {
 }
 //! [run]
 
-//! [handshake]
+//! [receive_endpoint_info]
 // Reads the peer's 52-byte message and parses it strictly; anything else is a peer error that
 // shows what arrived.
 [[nodiscard]] QpEndpointInfo receive_endpoint_info(const Socket& peer, const std::string& peer_name,
@@ -82,7 +82,9 @@ void run(const Options& options) {
     }
     return *info;
 }
+//! [receive_endpoint_info]
 
+//! [handshake_order]
 // Client side: send ours, read theirs, connect our QP (connect_qp), then "done".
 // Our QP is in RTR before "done", so the server may send as soon as it reads it.
 template <typename ConnectQp>
@@ -118,7 +120,7 @@ template <typename ConnectQp>
     }
     return remote;
 }
-//! [handshake]
+//! [handshake_order]
 
 // The port as this connection uses it: the GID that holds the connection's local address (or
 // -g, or step 01's rule), printed with its rule, and the fabric controls -l and --tclass.

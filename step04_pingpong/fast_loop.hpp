@@ -122,13 +122,13 @@ class PingPong {
     // A signaled send completed: it and every unsignaled send before it are done.
     void send_completed(std::uint64_t wr_id) {
         completed_sends_ = static_cast<long long>(wr_id) + 1;
-        unsignaled_ = sent_ - completed_sends_;  // sends still in flight
+        in_flight_sends_ = sent_ - completed_sends_;  // sends still in flight
     }
 
     // The send queue holds tx_depth requests; unsignaled ones are freed by a later signaled
     // completion, so wait for one before the queue can overflow.
     void wait_for_send_queue_room() {
-        while (unsignaled_ >= plan_.tx_depth) {
+        while (in_flight_sends_ >= plan_.tx_depth) {
             ibv_wc wc{};
             const int n = ibv_poll_cq(resources_.cq.get(), 1, &wc);
             if (n < 0) { throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq"); }
@@ -171,7 +171,7 @@ class PingPong {
             throw std::system_error(rc, std::generic_category(), "ibv_post_send");
         }
         ++sent_;
-        ++unsignaled_;
+        ++in_flight_sends_;
     }
     //! [send_next]
 
@@ -227,7 +227,7 @@ class PingPong {
     long long sent_ = 0;
     long long received_ = 0;
     long long completed_sends_ = 0;
-    long long unsignaled_ = 0;
+    long long in_flight_sends_ = 0;
     int posted_receives_;
     long long idle_polls_ = 0;
     Clock::time_point last_progress_;

@@ -22,10 +22,12 @@
 
 namespace tutorial {
 
-//! [pingpong_setup]
+//! [wr_ids]
 // Send work requests carry their sequence number; receives and the probe carry these.
 inline constexpr std::uint64_t kReceiveWrId = UINT64_MAX;
 inline constexpr std::uint64_t kProbeWrId = UINT64_MAX - 1;
+//! [wr_ids]
+//! [pingpong_setup]
 
 // What the loop needs to know, fixed before it starts.
 struct PingPongPlan {

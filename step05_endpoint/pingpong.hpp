@@ -183,7 +183,7 @@ class PingPong {
     // A signaled send completed: it and every unsignaled send before it are done.
     void send_completed(std::uint64_t wr_id) {
         completed_sends_ = static_cast<long long>(wr_id) + 1;
-        unsignaled_ = sent_ - completed_sends_;  // sends still in flight
+        in_flight_sends_ = sent_ - completed_sends_;  // sends still in flight
     }
 
     void send_next() {
@@ -192,13 +192,13 @@ class PingPong {
         wait_for_send_queue_room();
         endpoint_.post_send(static_cast<std::uint64_t>(sent_), 0, plan_.size, wants_signal());
         ++sent_;
-        ++unsignaled_;
+        ++in_flight_sends_;
     }
 
     // The send queue holds tx_depth requests; unsignaled ones are freed by a later signaled
     // completion, so wait for one before the queue can overflow.
     void wait_for_send_queue_room() {
-        while (unsignaled_ >= plan_.tx_depth) {
+        while (in_flight_sends_ >= plan_.tx_depth) {
             ibv_wc wc{};
             if (endpoint_.try_poll(std::span(&wc, 1)) == 1) {
                 handle(wc);  // a send's: the peer sends its next message only after this one
@@ -255,7 +255,7 @@ class PingPong {
     long long sent_ = 0;
     long long received_ = 0;
     long long completed_sends_ = 0;
-    long long unsignaled_ = 0;
+    long long in_flight_sends_ = 0;
     int posted_receives_;
     long long idle_polls_ = 0;
     Clock::time_point last_progress_;

@@ -67,6 +67,7 @@ int Server::run() {
     shut_down();
     return kExitOk;  // a server stopped by SIGINT/SIGTERM has done its job
 }
+//! [server_loop]
 
 /// One epoll set for everything: the signalfd and the listening socket now; each client's
 /// socket when it connects, and its completion channel once its QP exists.
@@ -106,6 +107,7 @@ void Server::open_event_sources() {
     std::fflush(stdout);
 }
 
+//! [dispatch]
 /// What one ready descriptor means, from its tag: the kind in the low 3 bits, the client above.
 void Server::dispatch(std::uint64_t data) {
     const auto kind = static_cast<Kind>(data & 7);
@@ -132,7 +134,7 @@ void Server::dispatch(std::uint64_t data) {
         on_channel(it->second);
     }
 }
-//! [server_loop]
+//! [dispatch]
 
 //! [on_channel]
 void Server::on_channel(ClientSession& s) {

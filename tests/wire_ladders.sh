@@ -2,10 +2,11 @@
 # wire_ladders: tools/decode-wire --ladder, which the docs build runs on every committed wire
 # capture (docs/captures/wire_step*.txt) to draw the ladder a chapter shows beside it.
 # 1. For every capture, the ladder's arrows are exactly the table's packets, in order: the same
-#    hosts, opcode, PSN, AckReq and AETH syndrome, and a "..." line where the excerpt leaves out
-#    frames. Both are parsed here, apart from decode-wire's own code.
-# 2. The comparison fails when an arrow is missing, when a row is missing, and when two arrows
-#    change places.
+#    hosts, opcode, PSN, AckReq and AETH syndrome, time and destination QP, and a "..." line where
+#    the excerpt leaves out frames, with their number and time span. Both are parsed here, apart
+#    from decode-wire's own code.
+# 2. The comparison fails when an arrow is missing, when a row is missing, when two arrows
+#    change places, and when a time, a QP or a left-out span is wrong.
 # 3. The headers the later chapters need, on a pcap written here by hand (DETH, AtomicETH,
 #    AtomicAckETH, NAK and RNR NAK syndromes): the table, --tsv, --detail and --ladder, exactly.
 set -uo pipefail
@@ -16,18 +17,20 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# table_packets FILE: the packet rows of a decoded capture, "FROM TO OPCODE PSN ACKREQ SYNDROME"
-# a line ("-" for no AckReq or no AETH), and "... N" for N frames left out before a row.
+# table_packets FILE: the packet rows of a decoded capture, "FROM TO OPCODE PSN ACKREQ SYNDROME
+# MS ms QP 0xQP" a line ("-" for no AckReq or no AETH), and "... N FROM_MS TO_MS" for N frames
+# left out before a row, between the row before (0.000 at the capture's start) and that row.
 table_packets() {
     awk '/^frame +ms +from -> to / { on = 1; next }
          on && $4 == "->" {
-             if ($1 - last > 1) print "...", $1 - last - 1
-             last = $1
+             if ($1 - last > 1) print "...", $1 - last - 1, (last ? last_ms : "0.000"), $2
+             last = $1; last_ms = $2
              syn = "-"
              if (match($0, /(ACK|RNR NAK|NAK[^,]*|AETH), MSN [0-9]+/)) {
                  syn = substr($0, RSTART, RLENGTH); sub(/, MSN [0-9]+$/, "", syn)
              }
-             print $3, $5, $7, $9, ($10 == "AckReq" ? "AckReq" : "-"), syn
+             qp = $8; sub(/^0x0*/, "", qp)
+             print $3, $5, $7, $9, ($10 == "AckReq" ? "AckReq" : "-"), syn, $2 " ms", "QP 0x" qp
          }' "$1"
 }
 
@@ -41,14 +44,24 @@ ladder_packets() {
              }
              next
          }
-         /^  \.\.\. / { match($0, /"[0-9]+ /); print "...", substr($0, RSTART + 1, RLENGTH - 2); next }
+         # "... [label="N packets not shown, FROM to TO ms"];"
+         /^  \.\.\. / {
+             label = $0; sub(/^[^"]*"/, "", label); sub(/".*$/, "", label)
+             split(label, w, /( packets? not shown, | to | ms$)/)
+             print "...", w[1], w[2], w[3]
+             next
+         }
          /^  [ab]->[ab] \[label="/ {
              split($1, ends, "->")
              label = $0; sub(/^[^"]*"/, "", label); sub(/".*$/, "", label)
+             # The second line: "MS ms, to QP 0xQP".
+             where = label; sub(/^.*\\n/, "", where); sub(/\\n.*$/, "", label)
+             split(where, t, /( ms, to | )/)
              syn = "-"
              if (match(label, /\(.*\)$/)) { syn = substr(label, RSTART + 1, RLENGTH - 2); label = substr(label, 1, RSTART - 2) }
              split(label, w, " ")
-             print addr[ends[1]], addr[ends[2]], w[1], w[2], (w[3] == "AckReq" ? "AckReq" : "-"), syn
+             print addr[ends[1]], addr[ends[2]], w[1], w[2], (w[3] == "AckReq" ? "AckReq" : "-"), syn,
+                   t[1] " ms", t[2] " " t[3]
          }' "$1"
 }
 
@@ -73,29 +86,37 @@ for capture in "${captures[@]}"; do
     fi
 done
 # The step04 excerpt of a killed server starts at a frame past 1: its ladder says so.
-grep -q '^  \.\.\. \[label="1810 packets not shown"\];$' "$tmp/wire_step04_killed.msc" ||
-    fail "wire_step04_killed: no '...' line for the 1810 frames before the excerpt"
+grep -q '^  \.\.\. \[label="1810 packets not shown, 0.000 to 2552.564 ms"\];$' "$tmp/wire_step04_killed.msc" ||
+    fail "wire_step04_killed: no '...' line for the 1810 frames before the excerpt, with their span"
 sed -n 3p "$tmp/wire_step05_read.msc" | grep -qx '  a \[label="host a (192.0.2.1), server"\], b \[label="host b (192.0.2.2), client"\];' ||
     fail "wire_step05_read: the columns are not host a (the server) and host b (the client): $(sed -n 3p "$tmp/wire_step05_read.msc")"
 
 # 2. The comparison can fail: a ladder without its third arrow, a table without its third row,
-# and a ladder whose first two arrows change places.
+# a ladder whose first two arrows change places, and one with a wrong time or QP.
 name=wire_step05_read
-awk '/->/ && ++n == 3 { next } { print }' "$tmp/$name.msc" >"$tmp/dropped.msc"
-ladder_packets "$tmp/dropped.msc" >"$tmp/dropped.ladder"
-diff -q "$tmp/$name.table" "$tmp/dropped.ladder" >/dev/null &&
-    fail "a ladder without one arrow still matched the table"
+# altered KIND AWK_PROGRAM WHAT: the ladder edited by AWK_PROGRAM must not match the table.
+altered() {
+    awk "$2" "$tmp/$name.msc" >"$tmp/$1.msc"
+    ladder_packets "$tmp/$1.msc" >"$tmp/$1.ladder"
+    diff -q "$tmp/$name.table" "$tmp/$1.ladder" >/dev/null && fail "a ladder with $3 still matched the table"
+}
+altered dropped '/->/ && ++n == 3 { next } { print }' "one arrow missing"
+# shellcheck disable=SC2016  # an awk program, not shell
+altered swapped '/->/ && ++n == 1 { held = $0; next } { print } /->/ && n == 2 { print held }' \
+    "two arrows swapped"
+altered time '/->/ && ++n == 2 { sub(/\\n[0-9.]+ ms/, "\\n9.999 ms") } { print }' "a wrong time"
+altered qp '/->/ && ++n == 2 { sub(/to QP 0x[0-9a-f]+/, "to QP 0xabc") } { print }' "a wrong QP"
 awk '$4 == "->" && ++n == 3 { next } { print }' "$root/docs/captures/$name.txt" >"$tmp/dropped.txt"
 table_packets "$tmp/dropped.txt" >"$tmp/dropped.table"
 diff -q "$tmp/dropped.table" "$tmp/$name.ladder" >/dev/null &&
     fail "a table without one row still matched the ladder"
-grep -q '^\.\.\. 1$' "$tmp/dropped.table" || fail "a table without one row shows no gap"
-awk '/->/ && ++n == 1 { held = $0; next } { print } /->/ && n == 2 { print held }' \
-    "$tmp/$name.msc" >"$tmp/swapped.msc"
-ladder_packets "$tmp/swapped.msc" >"$tmp/swapped.ladder"
-diff -q "$tmp/$name.table" "$tmp/swapped.ladder" >/dev/null &&
-    fail "a ladder with two arrows swapped still matched the table"
-echo "altered ladders and tables (an arrow or a row dropped, two arrows swapped) do not match"
+grep -q '^\.\.\. 1 [0-9.]* [0-9.]*$' "$tmp/dropped.table" || fail "a table without one row shows no gap"
+# A wrong time span on the killed peer's "..." line.
+sed 's/not shown, 0\.000 to/not shown, 1.000 to/' "$tmp/wire_step04_killed.msc" >"$tmp/span.msc"
+ladder_packets "$tmp/span.msc" >"$tmp/span.ladder"
+diff -q "$tmp/wire_step04_killed.table" "$tmp/span.ladder" >/dev/null &&
+    fail "a ladder with a wrong span for the packets left out still matched the table"
+echo "altered ladders and tables (an arrow or a row dropped, two arrows swapped, a time, QP or span wrong) do not match"
 
 # 3. A pcap written by hand: host b sends a UD SEND (DETH), a CMP_SWAP and a FETCH_ADD
 # (AtomicETH); host a answers with an ATOMIC_ACK (AETH, AtomicAckETH), a NAK (PSN sequence
@@ -159,12 +180,12 @@ cat >"$tmp/want.msc" <<'EOF'
 msc {
   width = "520";
   a [label="192.0.2.2"], b [label="192.0.2.1"];
-  a->b [label="UD_SEND_ONLY 0x000010"];
-  a->b [label="CMP_SWAP 0x000200 AckReq"];
-  b->a [label="ATOMIC_ACK 0x000200 (ACK)"];
-  a->b [label="FETCH_ADD 0x000201 AckReq"];
-  b->a [label="ACK 0x000201 (NAK seq err)"];
-  b->a [label="ACK 0x000201 (RNR NAK)"];
+  a->b [label="UD_SEND_ONLY 0x000010\n0.000 ms, to QP 0x12"];
+  a->b [label="CMP_SWAP 0x000200 AckReq\n1.000 ms, to QP 0x11"];
+  b->a [label="ATOMIC_ACK 0x000200 (ACK)\n2.000 ms, to QP 0x11"];
+  a->b [label="FETCH_ADD 0x000201 AckReq\n3.000 ms, to QP 0x11"];
+  b->a [label="ACK 0x000201 (NAK seq err)\n4.000 ms, to QP 0x11"];
+  b->a [label="ACK 0x000201 (RNR NAK)\n5.000 ms, to QP 0x11"];
 }
 EOF
 expect "--ladder" "$tmp/want.msc" "$tmp/crafted.msc"

@@ -17,41 +17,30 @@ namespace {
 
 // step02's owner shape: a std::unique_ptr whose deleter calls the destroy verb and reports a
 // failure on stderr, never throwing.
-template <typename T, auto Destroy, const char* Verb>
-struct Deleter {
-    void operator()(T* object) const noexcept {
-        if (const int rc = Destroy(object); rc != 0) {
-            const int err = rc > 0 ? rc : errno;  // ibv_close_device returns -1 and sets errno
-            std::fprintf(stderr, "destroy failed: %s: %s\n", Verb, std::strerror(err));
-        }
-    }
-};
-int free_device_list(ibv_device** list) {
-    ibv_free_device_list(list);
-    return 0;
+void report(int rc, const char* verb) noexcept {
+    const int err = rc > 0 ? rc : errno;  // ibv_close_device returns -1 and sets errno
+    if (rc != 0) { std::fprintf(stderr, "destroy failed: %s: %s\n", verb, std::strerror(err)); }
 }
-constexpr char kFreeDeviceList[] = "ibv_free_device_list";
-constexpr char kCloseDevice[] = "ibv_close_device";
-constexpr char kDeallocPd[] = "ibv_dealloc_pd";
-constexpr char kDeregMr[] = "ibv_dereg_mr";
-constexpr char kDestroyCq[] = "ibv_destroy_cq";
-constexpr char kDestroyQp[] = "ibv_destroy_qp";
-using DeviceList =
-    std::unique_ptr<ibv_device*, Deleter<ibv_device*, free_device_list, kFreeDeviceList>>;
-using Context = std::unique_ptr<ibv_context, Deleter<ibv_context, ibv_close_device, kCloseDevice>>;
-using ProtectionDomain = std::unique_ptr<ibv_pd, Deleter<ibv_pd, ibv_dealloc_pd, kDeallocPd>>;
-using MemoryRegion = std::unique_ptr<ibv_mr, Deleter<ibv_mr, ibv_dereg_mr, kDeregMr>>;
-using CompletionQueue = std::unique_ptr<ibv_cq, Deleter<ibv_cq, ibv_destroy_cq, kDestroyCq>>;
-using QueuePair = std::unique_ptr<ibv_qp, Deleter<ibv_qp, ibv_destroy_qp, kDestroyQp>>;
+struct Deleter {
+    void operator()(ibv_context* c) const noexcept {
+        report(ibv_close_device(c), "ibv_close_device");
+    }
+    void operator()(ibv_pd* pd) const noexcept { report(ibv_dealloc_pd(pd), "ibv_dealloc_pd"); }
+    void operator()(ibv_mr* mr) const noexcept { report(ibv_dereg_mr(mr), "ibv_dereg_mr"); }
+    void operator()(ibv_cq* cq) const noexcept { report(ibv_destroy_cq(cq), "ibv_destroy_cq"); }
+    void operator()(ibv_qp* qp) const noexcept { report(ibv_destroy_qp(qp), "ibv_destroy_qp"); }
+};
+template <typename T>
+using Owner = std::unique_ptr<T, Deleter>;
 
 // Most verbs return 0 or the error number; a create verb returns nullptr and sets errno.
 void check(int rc, const char* verb) {
     if (rc != 0) { throw std::system_error(rc, std::generic_category(), verb); }
 }
-template <typename Owner, typename T>
-Owner created(T* object, const char* verb) {
+template <typename T>
+Owner<T> created(T* object, const char* verb) {
     if (object == nullptr) { throw std::system_error(errno, std::generic_category(), verb); }
-    return Owner(object);
+    return Owner<T>(object);
 }
 
 constexpr std::uint8_t kPort = 1;
@@ -67,21 +56,20 @@ struct Buffers {
     Bytes write_target{};                // ...here, by address and rkey, with no receive
 };
 
-Context open_first_device() {
+Owner<ibv_context> open_first_device() {
     int count = 0;
-    ibv_device** devices = ibv_get_device_list(&count);
-    // ENOSYS: the kernel has no RDMA support loaded, so no device either.
-    if (devices == nullptr && errno != ENOSYS) {
+    const std::unique_ptr<ibv_device*[], decltype(&ibv_free_device_list)> list(
+        ibv_get_device_list(&count), ibv_free_device_list);
+    if (!list && errno != ENOSYS) {  // ENOSYS: no RDMA support in the kernel, so no device
         throw std::system_error(errno, std::generic_category(), "ibv_get_device_list");
     }
-    const DeviceList list(devices);
-    if (devices == nullptr || count == 0) {
+    if (!list || count == 0) {
         throw std::runtime_error(
             "no RDMA device: load your NIC's driver, or add Soft-RoCE "
             "(modprobe rdma_rxe; rdma link add rxe0 type rxe netdev eth0)");
     }
-    auto context = created<Context>(ibv_open_device(list.get()[0]), "ibv_open_device");
-    std::printf("device: %s, port %d\n", ibv_get_device_name(list.get()[0]), kPort);
+    auto context = created(ibv_open_device(list[0]), "ibv_open_device");
+    std::printf("device: %s, port %d\n", ibv_get_device_name(list[0]), kPort);
     return context;  // an opened device stays open after its list is freed
 }
 
@@ -89,24 +77,21 @@ Context open_first_device() {
 // the table has one, as step01 chooses; on InfiniBand the first valid entry, the port's own GID.
 ibv_gid_entry choose_gid(ibv_context* context, const ibv_port_attr& port) {
     const bool ethernet = port.link_layer == IBV_LINK_LAYER_ETHERNET;
-    constexpr std::array<std::uint8_t, 12> kIpv4Mapped = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    constexpr std::uint8_t kIpv4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     std::optional<ibv_gid_entry> chosen;
     for (int index = 0; index < port.gid_tbl_len; ++index) {
         ibv_gid_entry entry{};
-        // Empty entries fail with ENODATA: skip them.
-        if (ibv_query_gid_ex(context, kPort, index, &entry, 0) != 0) { continue; }
+        if (ibv_query_gid_ex(context, kPort, index, &entry, 0) != 0) { continue; }  // empty entry
         if (!ethernet) { return entry; }
         if (entry.gid_type != IBV_GID_TYPE_ROCE_V2) { continue; }
-        if (std::memcmp(entry.gid.raw, kIpv4Mapped.data(), kIpv4Mapped.size()) == 0) {
-            return entry;
-        }
+        if (std::memcmp(entry.gid.raw, kIpv4Mapped, sizeof kIpv4Mapped) == 0) { return entry; }
         if (!chosen) { chosen = entry; }
     }
     if (!chosen) { throw std::runtime_error(ethernet ? "port 1 has no RoCE v2 GID" : "no GID"); }
     return *chosen;
 }
 
-QueuePair create_qp(ibv_pd* pd, ibv_cq* cq) {
+Owner<ibv_qp> create_qp(ibv_pd* pd, ibv_cq* cq) {
     ibv_qp_init_attr init{};
     init.send_cq = cq;
     init.recv_cq = cq;
@@ -115,7 +100,7 @@ QueuePair create_qp(ibv_pd* pd, ibv_cq* cq) {
     init.cap.max_recv_wr = 1;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
-    return created<QueuePair>(ibv_create_qp(pd, &init), "ibv_create_qp");
+    return created(ibv_create_qp(pd, &init), "ibv_create_qp");
 }
 
 // RESET -> INIT -> RTR -> RTS with the attributes ibv_modify_qp(3) requires for RC. The remote QP
@@ -171,10 +156,7 @@ ibv_sge sge_of(const ibv_mr& mr, Bytes& bytes) {
 }
 
 void post_receive(ibv_qp* qp, ibv_sge sge) {
-    ibv_recv_wr wr{};
-    wr.wr_id = kRecv;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    ibv_recv_wr wr{.wr_id = kRecv, .next = nullptr, .sg_list = &sge, .num_sge = 1};
     ibv_recv_wr* bad = nullptr;
     check(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv");
 }
@@ -196,8 +178,7 @@ void post_send(ibv_qp* qp, ibv_sge sge, WorkId id, ibv_wr_opcode opcode,
 // Busy-polls until `count` work requests have completed. On RC each SEND and WRITE completes,
 // with success or with an error once its retries are spent, so this loop ends.
 void wait_for_completions(ibv_cq* cq, int count) {
-    while (count > 0) {
-        ibv_wc wc{};
+    for (ibv_wc wc{}; count > 0;) {
         const int polled = ibv_poll_cq(cq, 1, &wc);
         if (polled < 0) { throw std::runtime_error("ibv_poll_cq failed"); }
         if (polled == 0) { continue; }
@@ -212,22 +193,20 @@ void wait_for_completions(ibv_cq* cq, int count) {
 
 void run() {
     // Parent first: C++ destroys them in reverse, QP -> CQ -> MR -> PD -> context.
-    const Context context = open_first_device();
+    const auto context = open_first_device();
     ibv_port_attr port{};
     check(ibv_query_port(context.get(), kPort, &port), "ibv_query_port");
     if (port.state != IBV_PORT_ACTIVE) { throw std::runtime_error("port 1 is not ACTIVE"); }
     const ibv_gid_entry gid = choose_gid(context.get(), port);
-    const auto pd = created<ProtectionDomain>(ibv_alloc_pd(context.get()), "ibv_alloc_pd");
+    const auto pd = created(ibv_alloc_pd(context.get()), "ibv_alloc_pd");
     Buffers memory;  // before its MR, so that it outlives it
     // A RECV writes into the memory, a WRITE too; REMOTE_WRITE needs LOCAL_WRITE (ibv_reg_mr(3)).
-    const auto mr =
-        created<MemoryRegion>(ibv_reg_mr(pd.get(), &memory, sizeof memory,
-                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-                              "ibv_reg_mr");
-    const auto cq = created<CompletionQueue>(ibv_create_cq(context.get(), 4, nullptr, nullptr, 0),
-                                             "ibv_create_cq");
-    const QueuePair a = create_qp(pd.get(), cq.get());
-    const QueuePair b = create_qp(pd.get(), cq.get());
+    const auto mr = created(ibv_reg_mr(pd.get(), &memory, sizeof memory,
+                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+                            "ibv_reg_mr");
+    const auto cq = created(ibv_create_cq(context.get(), 4, nullptr, nullptr, 0), "ibv_create_cq");
+    const auto a = create_qp(pd.get(), cq.get());
+    const auto b = create_qp(pd.get(), cq.get());
     connect(a.get(), port, gid, b->qp_num, 0x1000, 0x2000);
     connect(b.get(), port, gid, a->qp_num, 0x2000, 0x1000);
     std::printf("QPs 0x%06x and 0x%06x connected, GID index %u\n", a->qp_num, b->qp_num,
@@ -251,12 +230,10 @@ void run() {
 
 }  // namespace
 
-int main() {
-    try {
-        run();
-        return 0;
-    } catch (const std::exception& error) {
-        std::fprintf(stderr, "rdma_in_one_page: %s\n", error.what());
-        return 1;
-    }
+int main() try {
+    run();
+    return 0;
+} catch (const std::exception& error) {  // every error, caught once
+    std::fprintf(stderr, "rdma_in_one_page: %s\n", error.what());
+    return 1;
 }

@@ -254,8 +254,15 @@ try {
     if (await page.$(diagramSelector)) pagesWithDiagrams.add(file);
     const leak = text.match(leaks);
     check(!leak, `${file}: raw Doxygen command in the text: "${leak?.[0]?.trim()}"`);
-    const images = await page.$$eval('img', (imgs) => imgs.map((i) => ({
-      src: i.getAttribute('src'), url: i.src, ok: i.complete && i.naturalWidth > 0 })));
+    // Doxygen's scripts add images (the navigation tree's) after 'load': settle the network
+    // first, and wait for each image still loading, or a busy machine reports it as broken.
+    await page.waitForLoadState('networkidle').catch(() => {});
+    const images = await page.$$eval('img', (imgs) => Promise.all(imgs.map(async (i) => {
+      if (!i.complete) {
+        await new Promise((ok) => { i.addEventListener('load', ok); i.addEventListener('error', ok); setTimeout(ok, 10000); });
+      }
+      return { src: i.getAttribute('src'), url: i.src, ok: i.complete && i.naturalWidth > 0 };
+    })));
     for (const img of images) check(img.ok, `${file}: image ${img.src} did not load`);
     for (const want of requiredImages.get(file) ?? []) {
       check(images.some((img) => img.ok && want.test(img.url)),

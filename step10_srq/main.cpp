@@ -198,6 +198,7 @@ void Server::on_completion(const ibv_wc& wc) {
 }
 //! [dispatch]
 
+//! [closing_completion]
 /// A closing connection's completion: a send, flushed or not, is accounted for; a receive's
 /// slot is already back in the ring.
 void Server::on_closing_completion(ClientSession& s, const ibv_wc& wc) {
@@ -212,6 +213,7 @@ void Server::on_closing_completion(ClientSession& s, const ibv_wc& wc) {
     } catch (const std::logic_error&) {  // not a send it posted: nothing to account for
     }
 }
+//! [closing_completion]
 
 //! [refill]
 void Server::refill() {

@@ -76,6 +76,7 @@ struct OpenedDevice {
     return buffer;
 }
 
+//! [create_rc_qp]
 // An RC QP whose send and receive queues share one CQ, in RESET. Its receives come from the
 // shared receive queue: with srq set, the device ignores max_recv_wr and max_recv_sge.
 [[nodiscard]] inline QueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq,
@@ -98,6 +99,7 @@ struct OpenedDevice {
     if (!qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     return qp;
 }
+//! [create_rc_qp]
 
 // What the device granted: it may give more than was asked.
 [[nodiscard]] inline ibv_qp_cap query_queue_pair(ibv_qp* qp) {

@@ -23,6 +23,10 @@ expect_line srq_limit err "step10_srq: --srq-limit 500 must be below --srq-depth
 run_cmd cq_size "$bin" "${dev[@]}" -p "$port" --max-clients 1000000
 expect_exit cq_size 2
 expect_match cq_size err "^step10_srq: the shared CQ needs 500 \+ 1000000 x \(16 \+ 1\) = 17000500 entries, over $RDMA_DEVICE's limit max_cqe = [0-9]+: lower --max-clients, -t or --srq-depth$"
+# The chapter's exercise 2: rxe's max_cqe (32767) holds 1898 clients with these depths, not 1899.
+run_cmd cq_1899 "$bin" "${dev[@]}" -p "$port" --max-clients 1899
+expect_exit cq_1899 2
+expect_line cq_1899 err "step10_srq: the shared CQ needs 500 + 1899 x (16 + 1) = 32783 entries, over $RDMA_DEVICE's limit max_cqe = 32767: lower --max-clients, -t or --srq-depth"
 
 # --max-clients 2: the third connection of one client process is refused.
 run_cmd server_cq "$bin" "${dev[@]}" -p "$port" -s 64 -n 100 --max-clients 2 --exit-after 3 &
@@ -45,4 +49,6 @@ wait "$server"
 expect_exit three_srq 6
 expect_exit server_srq 0
 expect_match server_srq out '^server: client 3 \(127\.0\.0\.1:[0-9]+\): rejected: connection 3 could have 3 messages in flight, more than the 2 receives of --srq-depth: raise --srq-depth$'
+# The chapter's exercise 1: the client's first two connections end with it, as failed.
+expect_match server_srq out '^server: clients: 2 connected, 0 complete, 2 failed, 1 rejected, 0 aborted$'
 echo PASS

@@ -1,5 +1,5 @@
-// --srq-pingpong-compat: one ibv_srq_pingpong client (rdma-core) on the shared CQ and SRQ: its
-// table of 256 52-byte addresses each way on one TCP connection, then its ping-pong on every QP.
+// Step 10: --srq-pingpong-compat, one ibv_srq_pingpong client (rdma-core) on the shared CQ and
+// SRQ: its table of 256 52-byte addresses each way on one TCP connection, then its ping-pong.
 #include <sys/socket.h>
 
 #include <memory>
@@ -59,17 +59,13 @@ Socket accept_one_client(const Options& o) {
     return peer;
 }
 
-struct CompatQps {
-    std::vector<std::unique_ptr<Connection>> qps;
-    ConnectionTable owners;  // qp_num -> index in qps
-};
-
 //! [compat_loop]
 /// srq_pingpong.c's loop: a QP answers once its message and its last send are both in; -n
 /// counts the messages of every QP together.
-void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq, CompatQps& c) {
+void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq,
+               const std::vector<std::unique_ptr<Connection>>& qps, const ConnectionTable& owners) {
     constexpr unsigned kRecv = 1, kSend = 2;
-    std::vector<unsigned> pending(c.qps.size(), kRecv);
+    std::vector<unsigned> pending(qps.size(), kRecv);
     std::uint32_t received = 0, sent = 0;
     auto on_wc = [&](const ibv_wc& wc) {
         const bool send = (wc.wr_id & kSendTag) != 0;
@@ -80,10 +76,10 @@ void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& 
                                                " bytes: both sides must use the same -s");
         }
         ++(send ? sent : received);
-        const std::uint64_t qp = c.owners.find(wc.qp_num).connection;  // all live for the run
+        const std::uint64_t qp = owners.find(wc.qp_num).connection;  // all live for the run
         pending.at(qp) &= ~(send ? kSend : kRecv);
         if (pending[qp] == 0 && sent < o.iters) {
-            c.qps[qp]->post_send(kSendTag, o.size, true);
+            qps[qp]->post_send(kSendTag, o.size, true);
             pending[qp] = kRecv | kSend;
         }
     };
@@ -130,17 +126,18 @@ int run_srq_pingpong_server(const Options& o) {
                                            std::to_string(o.rx_depth) + " receives of -r");
     }
     // Every QP connected before the reply: the client sends as soon as it has read it.
-    CompatQps c;
+    std::vector<std::unique_ptr<Connection>> qps;
+    ConnectionTable owners;  // qp_num -> index in qps
     for (std::size_t i = 0; i < kTableEntries; ++i) {
         WireMessage entry = format_wire_message(QpEndpointInfo{});
         if (i < remote.size()) {
-            c.qps.push_back(
+            qps.push_back(
                 std::make_unique<Connection>(device, cq, srq, 1, o.size, *mtu_from_bytes(o.mtu)));
-            c.qps[i]->use_local_address(local_address_bytes(client));  // step03's rule
-            remote[i].mtu = c.qps[i]->path_mtu();  // not on the wire: both sides are given -m
-            c.qps[i]->connect(remote[i]);
-            (void)c.owners.add(c.qps[i]->qp_num(), i);
-            entry = format_wire_message(c.qps[i]->local_info());
+            qps[i]->use_local_address(local_address_bytes(client));  // step03's rule
+            remote[i].mtu = qps[i]->path_mtu();  // not on the wire: both sides are given -m
+            qps[i]->connect(remote[i]);
+            (void)owners.add(qps[i]->qp_num(), i);
+            entry = format_wire_message(qps[i]->local_info());
         }
         std::copy(entry.begin(), entry.end(), table.begin() + i * kWireMessageSize);
     }
@@ -151,9 +148,9 @@ int run_srq_pingpong_server(const Options& o) {
         throw TutorialError(kExitPeer, "expected \"done\", got " + printable_bytes(done));
     }
     std::printf("server: %zu QPs on one shared CQ of %u entries and SRQ of %u receives\n",
-                c.qps.size(), cq.capacity(), srq.ring().depth());
+                qps.size(), cq.capacity(), srq.ring().depth());
     const auto start = Clock::now();
-    ping_pong(o, cq, srq, c);
+    ping_pong(o, cq, srq, qps, owners);
     const std::chrono::duration<double, std::micro> usec = Clock::now() - start;
     std::printf("%s", rc_pingpong_summary(o.size, o.iters, usec.count()).c_str());
     return kExitOk;

@@ -23,6 +23,8 @@ namespace tutorial {
 
 /// client.cpp: one client against the server on o.host; returns the exit code.
 int run_client(const Options& o);
+/// srq_pingpong_compat.cpp: one ibv_srq_pingpong client on the shared CQ and SRQ.
+int run_srq_pingpong_server(const Options& o);
 
 //! [run]
 /// The outline. Without a HOST, a server: one thread and one epoll set watch the listening
@@ -34,6 +36,7 @@ int run(const Options& options) {
         std::fputs(usage_text().c_str(), stdout);
         return kExitOk;
     }
+    if (options.srq_compat) { return run_srq_pingpong_server(options); }
     if (options.host.empty()) {
         Server server(options);
         return server.run();

@@ -50,6 +50,7 @@ struct Options {
     // the shared receive queue (-r is its depth) and, on the server, the shared CQ's sizing
     std::uint32_t srq_limit = 0;      // 0: refill after each completion pass; else on the event
     std::uint32_t max_clients = 128;  // the shared CQ holds this many clients' sends
+    bool srq_compat = false;          // --srq-pingpong-compat: one ibv_srq_pingpong client
     // client
     std::uint32_t connections = 1;  // QPs (and TCP connections) from this one process
     WaitMode mode = WaitMode::busy;
@@ -85,6 +86,9 @@ struct Options {
       --max-clients=N    clients served at once; the shared CQ is sized for them (default 128)
       --srq-limit=N      refill the receives when fewer than N are posted (the SRQ's limit
                          event), instead of after each completion pass (default 0: off)
+      --srq-pingpong-compat
+                         serve one ibv_srq_pingpong client (rdma-core's), then exit: its QPs
+                         (-q) on the shared CQ and SRQ; -n counts all of them together
   client:
       --connections=N    open N connections from this process, one QP each (default 1)
   -e, --events           sleep on completion events instead of busy polling
@@ -107,7 +111,8 @@ enum LongOnlyOption : int {
     kOptPkeyIndex,
     kOptMaxClients,
     kOptSrqLimit,
-    kOptConnections
+    kOptConnections,
+    kOptSrqCompat
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},
@@ -124,6 +129,7 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
                                       {"max-clients", required_argument, nullptr, kOptMaxClients},
                                       {"srq-limit", required_argument, nullptr, kOptSrqLimit},
                                       {"connections", required_argument, nullptr, kOptConnections},
+                                      {"srq-pingpong-compat", no_argument, nullptr, kOptSrqCompat},
                                       {"tx-depth", required_argument, nullptr, 't'},
                                       {"port", required_argument, nullptr, 'p'},
                                       {"bind", required_argument, nullptr, kOptBind},
@@ -202,6 +208,7 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
             o.connections =
                 static_cast<std::uint32_t>(parse_number(arg, "--connections", 1, 100'000));
             break;
+        case kOptSrqCompat: o.srq_compat = true; break;
         case 'v': o.verbose = true; break;
         case 'h': o.help = true; break;
     }
@@ -213,8 +220,9 @@ inline void check_option_combinations(Options& o) {
     if (o.host.empty() && (o.mode != WaitMode::busy || o.rate > 0)) {
         throw UsageError("-e, --spin-us and --rate are client options (give a HOST)");
     }
-    if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty())) {
-        throw UsageError("--exit-after and --bind are server options (drop the HOST)");
+    if (!o.host.empty() && (o.exit_after > 0 || !o.bind_address.empty() || o.srq_compat)) {
+        throw UsageError(
+            "--exit-after, --bind and --srq-pingpong-compat are server options (drop the HOST)");
     }
     if (o.host.empty() && o.connections > 1) {
         throw UsageError("--connections is a client option (give a HOST)");

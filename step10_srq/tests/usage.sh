@@ -25,4 +25,9 @@ expect_line clientopt err "step10_srq: -e, --spin-us and --rate are client optio
 run_cmd serverspin "$bin" --spin-us 20
 expect_exit serverspin 2
 expect_line serverspin err "step10_srq: -e, --spin-us and --rate are client options (give a HOST)"
+run_cmd compat_client "$bin" --srq-pingpong-compat 127.0.0.1
+expect_exit compat_client 2
+expect_line compat_client err "step10_srq: --exit-after, --bind and --srq-pingpong-compat are server options (drop the HOST)"
+run_cmd compat_help "$bin" --help
+expect_match compat_help out '^      --srq-pingpong-compat$'
 echo PASS

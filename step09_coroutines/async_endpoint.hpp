@@ -35,8 +35,8 @@ struct AsyncConfig {
 [[nodiscard]] EndpointConfig async_endpoint_config(const Options& o);
 
 //! [wr_id]
-/// What a completion's wr_id says (the only field valid in a failed completion besides the
-/// status, see ibv_poll_cq(3)):
+/// What a completion's wr_id says (valid in a failed completion too, with the status, qp_num and
+/// vendor_err: ibv_poll_cq(3)):
 ///   receive:   the slot index, 0 .. rx_depth-1 (top bit clear)
 ///   send:      kSendTag | the send's sequence number
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;

@@ -120,26 +120,35 @@ std::coroutine_handle<> AsyncEndpoint::route_send(const ibv_wc& wc) {
 }
 //! [route]
 
-// The rule: one waiter per slot. An awaiter that found the slot taken did not suspend (its
-// handle is null): a second waiter would have replaced the first, which would never resume.
-void AsyncEndpoint::refuse_second(const Pending* slot, const Pending& waiter,
-                                  const char* what) const {
-    if (!waiter.handle && slot != nullptr) {
+// The rule: one waiter per slot. A waiter holds its slot from await_suspend() until its own
+// await_resume(), queued or not. An awaiter that finds the slot held by another did not suspend
+// (await_ready() said so): a second waiter would have replaced the first, which would never
+// resume, or taken the completion routed to it.
+void AsyncEndpoint::leave_slot(Pending*& slot, Pending& waiter, const char* what) {
+    waiter.queued = false;
+    if (slot == &waiter) {
+        slot = nullptr;
+    } else if (slot != nullptr) {
         throw std::logic_error(std::string("AsyncEndpoint: a second coroutine awaits ") + what +
                                " while one already does");
     }
 }
 
-std::coroutine_handle<> AsyncEndpoint::take(Pending*& waiter) noexcept {
-    if (waiter == nullptr) { return {}; }
+// The waiter's handle, for the ReadyQueue, once: a waiter already queued stays in its slot and
+// gives nothing.
+std::coroutine_handle<> AsyncEndpoint::take(Pending* waiter) noexcept {
+    if (waiter == nullptr || waiter->queued) { return {}; }
     waiter->queued = true;
-    return std::exchange(waiter, nullptr)->handle;
+    return waiter->handle;
 }
 
-// A failed completion resumes its own kind's waiter, or else any waiter of this endpoint: the QP
-// is in the error state, and every co_await on it throws the failure from now on.
-std::coroutine_handle<> AsyncEndpoint::take_failed_waiter(Pending*& own) noexcept {
-    return take(own != nullptr ? own : recv_waiter_ != nullptr ? recv_waiter_ : send_waiter_);
+// A failed completion resumes its own kind's waiter, or else any waiter of this endpoint not yet
+// queued: the QP is in the error state, and every co_await on it throws the failure from now on.
+std::coroutine_handle<> AsyncEndpoint::take_failed_waiter(Pending* own) noexcept {
+    for (Pending* waiter : {own, recv_waiter_, send_waiter_}) {
+        if (const std::coroutine_handle<> handle = take(waiter)) { return handle; }
+    }
+    return {};
 }
 
 void AsyncEndpoint::record_failure(const ibv_wc& wc) noexcept {
@@ -207,8 +216,7 @@ void AsyncEndpoint::post_send_now(std::size_t length, bool last) {
 }
 
 Received AsyncEndpoint::RecvAwaiter::await_resume() {
-    queued = false;
-    ep_.refuse_second(ep_.recv_waiter_, *this, "recv()");
+    ep_.leave_slot(ep_.recv_waiter_, *this, "recv()");
     if (ep_.completed_count_ == 0) { throw_failure(*ep_.failure_); }
     const Completed c = ep_.completed_[ep_.completed_head_];
     ep_.completed_head_ = (ep_.completed_head_ + 1) % ep_.completed_.size();
@@ -218,8 +226,7 @@ Received AsyncEndpoint::RecvAwaiter::await_resume() {
 }
 
 void AsyncEndpoint::SendsDoneAwaiter::await_resume() {
-    queued = false;
-    ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
+    ep_.leave_slot(ep_.send_waiter_, *this, "send() or sends_done()");
     if (ep_.failure_) { throw_failure(*ep_.failure_); }
 }
 
@@ -274,8 +281,8 @@ void AsyncEndpoint::cancel(std::chrono::milliseconds timeout) {
         flush.qp_num = ep_.qp()->qp_num;
         failure_ = flush;
     }
-    for (Pending** waiter : {&recv_waiter_, &send_waiter_}) {
-        if (const std::coroutine_handle<> handle = take(*waiter)) { reactor_.ready().push(handle); }
+    for (Pending* waiter : {recv_waiter_, send_waiter_}) {
+        if (const std::coroutine_handle<> handle = take(waiter)) { reactor_.ready().push(handle); }
     }
 }
 //! [cancel]

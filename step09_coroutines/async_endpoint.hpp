@@ -35,8 +35,8 @@ struct AsyncConfig {
 [[nodiscard]] EndpointConfig async_endpoint_config(const Options& o);
 
 //! [wr_id]
-/// What a completion's wr_id says (the only field valid in a failed completion besides the
-/// status, see ibv_poll_cq(3)):
+/// What a completion's wr_id says (valid in a failed completion too, with the status, qp_num and
+/// vendor_err: ibv_poll_cq(3)):
 ///   receive:   the slot index, 0 .. rx_depth-1 (top bit clear)
 ///   send:      kSendTag | the send's sequence number
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
@@ -129,7 +129,7 @@ class AsyncEndpoint final : public ChannelClient {
         Pending& operator=(const Pending&) = delete;
         std::coroutine_handle<> handle;
         std::uint64_t wanted = 0;  // send waiters: the completed_sends() that resumes them
-        bool queued = false;       // on the ReadyQueue, not yet resumed
+        bool queued = false;       // on the ReadyQueue, not yet resumed (still in its slot)
     };
 
   private:
@@ -137,9 +137,9 @@ class AsyncEndpoint final : public ChannelClient {
     std::coroutine_handle<> route(const ibv_wc& wc);
     std::coroutine_handle<> route_receive(const ibv_wc& wc);
     std::coroutine_handle<> route_send(const ibv_wc& wc);
-    void refuse_second(const Pending* slot, const Pending& waiter, const char* what) const;
-    std::coroutine_handle<> take(Pending*& waiter) noexcept;
-    std::coroutine_handle<> take_failed_waiter(Pending*& own) noexcept;
+    void leave_slot(Pending*& slot, Pending& waiter, const char* what);
+    std::coroutine_handle<> take(Pending* waiter) noexcept;
+    std::coroutine_handle<> take_failed_waiter(Pending* own) noexcept;
     void record_failure(const ibv_wc& wc) noexcept;
     void post_send_now(std::size_t length, bool last);
     void post_receive_batch();
@@ -209,8 +209,7 @@ class AsyncEndpoint::SendAwaiter : private AsyncEndpoint::Pending {
         ep_.send_waiter_ = this;
     }
     void await_resume() {
-        queued = false;
-        ep_.refuse_second(ep_.send_waiter_, *this, "send() or sends_done()");
+        ep_.leave_slot(ep_.send_waiter_, *this, "send() or sends_done()");
         ep_.post_send_now(length_, last_);
     }
 

@@ -73,8 +73,8 @@ Owner<ibv_context> open_first_device() {
     return context;  // an opened device stays open after its list is freed
 }
 
-// The GID the address vector names: on Ethernet (RoCE) a RoCE v2 entry, an IPv4-mapped one if
-// the table has one, as step01 chooses; on InfiniBand the first valid entry, the port's own GID.
+// The GID the address vector names: on Ethernet a RoCE v2 entry, IPv4-mapped if there is one
+// (without one, step01 falls back to RoCE v1: this stops); on InfiniBand the port's own GID.
 ibv_gid_entry choose_gid(ibv_context* context, const ibv_port_attr& port) {
     const bool ethernet = port.link_layer == IBV_LINK_LAYER_ETHERNET;
     constexpr std::uint8_t kIpv4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};

@@ -1,5 +1,7 @@
 // Step 09 device tests: one self-connected QP: send/recv, one waiter per kind, cancel.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <time.h>
 
 #include <array>
 #include <chrono>
@@ -177,11 +179,19 @@ TEST(LoopbackOps, SendAndReceive) {
 
 // ---------------------------------------------------------------- one waiter per kind
 
+// Any error is said, so that a test sees the wrong one too.
 Task<void> receive_or_say(AsyncEndpoint& ep, std::string& what) {
     try {
         (void)co_await ep.recv();
         what = "received";
-    } catch (const std::logic_error& e) { what = e.what(); }
+    } catch (const std::exception& e) { what = e.what(); }
+}
+
+Task<void> send_one_or_say(AsyncEndpoint& ep, std::string& what) {
+    try {
+        co_await ep.send(kSize, false);
+        what = "sent";
+    } catch (const std::exception& e) { what = e.what(); }
 }
 
 Task<void> send_or_say(AsyncEndpoint& ep, std::string& what) {
@@ -225,6 +235,74 @@ Task<void> fill_the_send_queue(AsyncEndpoint& ep, ibv_wc_status& status, int& se
             ++sent;
         }
     } catch (const WorkCompletionError& e) { status = e.status(); }
+}
+
+// Exactly \p rounds reactor rounds.
+void run_rounds(Reactor& reactor, int rounds) {
+    reactor.run_until([&] { return rounds-- == 0; });
+}
+
+// Until a completion event is waiting on \p ep's channel, without taking it; a failure after 2 s.
+void wait_for_event(const AsyncEndpoint& ep) {
+    pollfd fd{ep.channel_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&fd, 1, 2000), 1) << "no completion event within 2 s";
+}
+
+// The first waiter's completion is routed (its coroutine queued), and in the same resume phase a
+// second coroutine, queued before it, awaits recv(). The first still holds the slot: the second
+// is refused, and the first gets the completion routed to it.
+TEST(LoopbackOps, ASecondReceiveWaiterIsAnErrorWhileTheFirstIsQueued) {
+    REQUIRE_DEVICE();
+    Reactor reactor(kSafety);
+    auto ep = self_connected(reactor);
+    std::string first, second, sent;
+    Task<void> a = receive_or_say(*ep, first);
+    Task<void> sender = send_one_or_say(*ep, sent);  // unsignaled: only the receive completes
+    reactor.spawn(a);
+    reactor.spawn(sender);
+    run_rounds(reactor, 1);
+    ASSERT_EQ(sent, "sent");
+    ASSERT_FALSE(a.done());
+    wait_for_event(*ep);
+    Task<void> b = receive_or_say(*ep, second);
+    reactor.spawn(b);        // queued first: it runs before the waiter that the round queues
+    run_rounds(reactor, 1);  // routes the receive (queues a), then resumes b, then a
+    ASSERT_TRUE(b.done());
+    EXPECT_EQ(second, "AsyncEndpoint: a second coroutine awaits recv() while one already does");
+    ASSERT_TRUE(a.done());
+    EXPECT_EQ(first, "received");
+    ep->close();
+}
+
+// The same for sends: the sender waits for room, a signaled completion makes it and queues the
+// sender; a second sender, queued before it, is refused and posts nothing.
+TEST(LoopbackOps, ASecondSendWaiterIsAnErrorWhileTheFirstIsQueued) {
+    REQUIRE_DEVICE();
+    Reactor reactor(kSafety);
+    auto ep = self_connected(reactor, shape(16, 8));
+    int sent = 0;
+    ibv_wc_status status = IBV_WC_SUCCESS;
+    Task<void> sender = fill_the_send_queue(*ep, status, sent);
+    reactor.spawn(sender);
+    run_rounds(reactor, 1);
+    ASSERT_EQ(sent, 8) << "the ninth send waits for room";
+    // The 4th and the 8th sends are signaled (tx_depth 8): on this loopback both are back within
+    // microseconds; 200 ms leaves room for a loaded machine.
+    wait_for_event(*ep);
+    const timespec pause{0, 200'000'000};  // 200 ms, the reactor idle
+    (void)::nanosleep(&pause, nullptr);
+    std::string second;
+    Task<void> b = send_one_or_say(*ep, second);
+    reactor.spawn(b);
+    run_rounds(reactor, 1);  // routes the sends' completions (queues the sender), resumes b first
+    ASSERT_TRUE(b.done());
+    EXPECT_EQ(second,
+              "AsyncEndpoint: a second coroutine awaits send() or sends_done() while one already "
+              "does");
+    ASSERT_TRUE(sender.done());
+    EXPECT_EQ(sent, 9);
+    EXPECT_EQ(status, IBV_WC_SUCCESS);
+    ep->close();
 }
 
 Task<void> receive_one(AsyncEndpoint& ep, ibv_wc_status& status) {

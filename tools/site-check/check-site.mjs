@@ -67,6 +67,8 @@ const requiredImages = new Map([
   ['step05.html', ['write', 'write3000', 'read'].map((n) => ladder(`wire_step05_${n}`))],
   ['step06.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/, ladder('wire_step06_clients')]],
   ['step07.html', [ladder('wire_step07_window')]],
+  ['step10.html', [/\/msc_inline_mscgraph_\d+\.(svg|png)$/, ladder('wire_step10_clients'),
+                   ladder('wire_step10_rnr')]],
 ]);
 // The packet excerpts (docs/captures/wire_*.txt) each page must show, in its preformatted text:
 // a decoded row or header field that only that excerpt has.
@@ -78,6 +80,8 @@ const requiredExcerpts = new Map([
   ['step06.html', [/three clients at once\n(?:.*\n)*?.* SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/]],
   ['step05.html', [/ WRITE_ONLY .* RETH va 0x[0-9a-f]+ rkey 0x[0-9a-f]{8} length 1024/,
                    / WRITE_FIRST .* length 3000/, / READ_REQUEST /, / READ_RESPONSE_ONLY /]],
+  ['step10.html', [/one client with three connections\n(?:.*\n)*?.* SEND_ONLY +0x[0-9a-f]{6} 0x[0-9a-f]{6} AckReq/,
+                   / ACK +0x[0-9a-f]{6} 0x[0-9a-f]{6} RNR NAK, MSN \d+/]],
 ]);
 for (const f of files.filter((f) => /^step\d\d\.html$/.test(f)).sort()) {
   pages.push([f, new RegExp(`Step ${f.slice(4, 6)}`)]);

@@ -201,7 +201,6 @@ struct ClientConnections {
     std::vector<std::unique_ptr<Connection>> connections;
     std::vector<std::unique_ptr<PingPong>> pingpongs;
     std::vector<Socket> servers;
-    std::vector<Clock::time_point> sent_at;  // each connection's last send, for its round trip
 };
 
 ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq,

@@ -18,7 +18,6 @@ Connection::Connection(const Device& device, const SharedCompletionQueue& cq,
                        const SharedReceiveQueue& srq, std::uint32_t tx_depth,
                        std::size_t message_size, ibv_mtu mtu)
     : device_(&device),
-      tx_depth_(tx_depth),
       message_size_(message_size),
       mtu_(mtu != 0 ? mtu : device.port_attr().active_mtu),
       local_port_(device.local_port()) {

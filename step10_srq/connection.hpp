@@ -44,9 +44,7 @@ class Connection {
     void connect(const PeerInfo& remote);
     [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
     [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
-    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
     [[nodiscard]] std::uint32_t qp_num() const noexcept { return qp_->qp_num; }
-    [[nodiscard]] std::uint32_t tx_depth() const noexcept { return tx_depth_; }
 
     /// \brief The outgoing message's bytes: fill them, then post_send().
     [[nodiscard]] std::span<std::byte> send_slot() const noexcept {
@@ -62,7 +60,6 @@ class Connection {
 
   private:
     const Device* device_;
-    std::uint32_t tx_depth_;
     std::size_t message_size_;
     ibv_mtu mtu_;
     std::uint32_t psn_ = 0;

@@ -216,7 +216,6 @@ ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQu
     run.round_trips.reserve(std::size_t{o.iters} * n);
     run.cpu_before = cpu_usage();
     const auto start = Clock::now();
-    //! [client_dispatch]
     // Each completion to its connection by qp_num; a receive's bytes are its ring slot's.
     auto on_wc = [&](const ibv_wc& wc) {
         const ConnectionTable::Entry owner = table.find(wc.qp_num);
@@ -238,7 +237,6 @@ ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQu
             run.round_trips.push_back(rtt.count());
         }
     };
-    //! [client_dispatch]
     auto all_complete = [&] {
         return std::all_of(cc.pingpongs.begin(), cc.pingpongs.end(),
                            [](const auto& p) { return p->complete(); });
@@ -303,7 +301,6 @@ void print_events_and_cpu(const Options& o, SharedCompletionQueue& ep, const Cli
 
 }  // namespace
 
-//! [run_client]
 int run_client(const Options& o) {
     install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
@@ -348,6 +345,5 @@ int run_client(const Options& o) {
     print_events_and_cpu(o, cq, cc, run);
     return kExitOk;
 }
-//! [run_client]
 
 }  // namespace tutorial

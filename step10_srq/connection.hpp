@@ -67,12 +67,10 @@ class Connection {
     std::uint8_t read_depth_ = 1;
     LocalPort local_port_;
     std::optional<PeerInfo> remote_;
-    //! [members]
     // Parent-first: C++ destroys the QP, then the send slot's MR, then its bytes.
     Buffer send_buffer_;
     MemoryRegion send_mr_;
     QueuePair qp_;
-    //! [members]
 };
 
 }  // namespace tutorial

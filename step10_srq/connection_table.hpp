@@ -11,7 +11,6 @@
 
 namespace tutorial {
 
-//! [table]
 /// \brief qp_num → the connection that owns the QP now, for the completions of one shared CQ.
 ///
 /// A completion belongs to the connection whose QP number it carries at poll time. A QP
@@ -48,7 +47,6 @@ class ConnectionTable {
     std::unordered_map<std::uint32_t, Slot> retired_;
     std::deque<std::uint32_t> retired_order_;  // oldest first, to forget beyond retired_kept_
 };
-//! [table]
 
 inline std::uint32_t ConnectionTable::add(std::uint32_t qp_num, std::uint64_t connection) {
     if (live_.count(qp_num) != 0) {

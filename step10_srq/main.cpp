@@ -218,7 +218,6 @@ void Server::on_closing_completion(ClientSession& s, const ibv_wc& wc) {
 }
 //! [closing_completion]
 
-//! [refill]
 void Server::refill() {
     if (srq_.post_free_slots() > 0) { ++totals_.refills; }
 }
@@ -230,7 +229,6 @@ void Server::refill() {
 void Server::refill_after_pass() {
     if (o_.srq_limit == 0 || srq_.ring().posted() < o_.srq_limit) { refill(); }
 }
-//! [refill]
 
 //! [safety_net]
 /// The safety net: when epoll_wait timed out, or a running client made no progress for

@@ -97,12 +97,10 @@ class Device {
     int gid_index_ = -1;   // -g, or negative
     OpenedDevice opened_;  // step04's open_and_check: the name and the device's attributes
     LocalPort local_;      // step04's query_local_port: the port's attributes and the GID
-    //! [device-members]
     // Declared parent-first: C++ destroys members in reverse, PD -> context -> device list.
     DeviceList device_list_;
     Context context_;
     ProtectionDomain pd_;
-    //! [device-members]
 };
 
 /// Completion events are acked this many at a time: ibv_ack_cq_events takes a mutex.

@@ -11,7 +11,6 @@
 
 namespace tutorial {
 
-//! [ring]
 /// \brief Slots 0 .. depth-1 of one buffer, slot i at bytes [i × slot_size, +slot_size): each
 /// posted receive gets its own slot, and a receive's wr_id is its slot's index.
 ///
@@ -78,6 +77,5 @@ class ReceiveRing {
     std::uint32_t free_count_ = 0;
     std::uint32_t head_ = 0;
 };
-//! [ring]
 
 }  // namespace tutorial

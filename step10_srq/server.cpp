@@ -29,7 +29,6 @@
 
 namespace tutorial {
 
-//! [sizing]
 std::uint32_t shared_cq_entries(const Options& o, const Device& device) {
     // A client never has more than -t sends outstanding (PingPong::ready_to_send), plus the
     // drain marker of its end; each outstanding WR, a flushed one included, yields at most one
@@ -74,7 +73,6 @@ std::string Server::admission_refusal() const {
     }
     return {};
 }
-//! [sizing]
 
 /// tcp.hpp's listener, made non-blocking for the event loop, and with room for a burst of clients
 /// (a second listen() raises the backlog of 1 that a one-client server needs).
@@ -441,7 +439,6 @@ void Server::advance_closing() {
     }
 }
 
-//! [destroy]
 void Server::destroy_connection(ClientSession& s) {
     const std::uint32_t qp_num = s.connection->qp_num();
     std::printf(
@@ -457,7 +454,6 @@ void Server::destroy_connection(ClientSession& s) {
     ++ended_;
     sessions_.erase(s.id);  // PingPong, then the connection: QP, send slot
 }
-//! [destroy]
 //! [finish]
 
 /// The timeouts, checked once per safety period: a client that went silent, and a handshake that

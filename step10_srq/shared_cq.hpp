@@ -56,11 +56,9 @@ class SharedCompletionQueue {
     [[noreturn]] static void throw_poll_failed();
 
     CqEventTracker events_{kAckBatch};
-    //! [members]
     // Parent-first: C++ destroys the CQ before the channel it is bound to (else EBUSY).
     CompletionChannel channel_;
     CompletionQueue cq_;
-    //! [members]
 };
 
 }  // namespace tutorial

@@ -44,13 +44,11 @@ class SharedReceiveQueue {
 
   private:
     ReceiveRing ring_;
-    //! [members]
     // Parent-first: C++ destroys the SRQ, then the MR, then the buffer. Every QP on the SRQ must
     // be destroyed before it (ibv_destroy_srq fails with EBUSY otherwise).
     Buffer buffer_;
     MemoryRegion mr_;
     SharedReceiveQueueHandle srq_;
-    //! [members]
 };
 
 }  // namespace tutorial

@@ -59,7 +59,6 @@ Socket accept_one_client(const Options& o) {
     return peer;
 }
 
-//! [compat_loop]
 /// srq_pingpong.c's loop: a QP answers once its message and its last send are both in; -n
 /// counts the messages of every QP together.
 void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq,
@@ -102,11 +101,9 @@ void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& 
         (void)srq.post_free_slots();
     }
 }
-//! [compat_loop]
 
 }  // namespace
 
-//! [compat_exchange]
 int run_srq_pingpong_server(const Options& o) {
     install_stop_handlers();
     const Device device(device_config(o));
@@ -155,6 +152,5 @@ int run_srq_pingpong_server(const Options& o) {
     std::printf("%s", rc_pingpong_summary(o.size, o.iters, usec.count()).c_str());
     return kExitOk;
 }
-//! [compat_exchange]
 
 }  // namespace tutorial

@@ -108,11 +108,11 @@ enum LongOnlyOption : int {
     kOptSpinUs,
     kOptRate,
     kOptTclass,
-    kOptPkeyIndex,
     kOptMaxClients,
     kOptSrqLimit,
     kOptConnections,
-    kOptSrqCompat
+    kOptSrqCompat,
+    kOptPkeyIndex
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},

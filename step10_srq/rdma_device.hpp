@@ -1,5 +1,4 @@
-// Step 10: what every connection shares: the device and its PD, what a peer tells, a failed
-// completion.
+// Step 10: the device and PD that every connection shares, what a peer tells, a failed completion.
 #pragma once
 
 #include "cq_events.hpp"
@@ -112,8 +111,7 @@ using CompletionChannel =
     std::unique_ptr<ibv_comp_channel,
                     VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
 
-/// \brief Throws TutorialError(kExitUsage): "WHAT VALUE is over DEVICE's limit LIMIT = MAX", with
-/// the hint that ibv_devinfo -v shows the device's limits.
+/// \brief Throws TutorialError(kExitUsage): "WHAT VALUE is over DEVICE's limit LIMIT = MAX".
 [[noreturn]] void over_limit(const std::string& what, std::uint64_t value,
                              const std::string& device, const char* limit, std::uint64_t max);
 

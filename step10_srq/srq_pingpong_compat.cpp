@@ -1,5 +1,4 @@
-// Step 10: --srq-pingpong-compat, one ibv_srq_pingpong client (rdma-core) on the shared CQ and
-// SRQ: its table of 256 52-byte addresses each way on one TCP connection, then its ping-pong.
+// Step 10: --srq-pingpong-compat, one ibv_srq_pingpong client (rdma-core) on the shared CQ and SRQ.
 #include <sys/socket.h>
 
 #include <memory>
@@ -15,7 +14,6 @@ namespace {
 
 /// srq_pingpong.c's MAX_QP: each side always sends this many entries, unused ones as address 0.
 constexpr std::size_t kTableEntries = 256;
-using Table = std::array<char, kTableEntries * kWireMessageSize>;
 
 /// The client's QPs: the entries before the first unused one. A malformed entry is a peer error.
 std::vector<PeerInfo> parse_table(std::span<const char> table) {
@@ -113,7 +111,7 @@ int run_srq_pingpong_server(const Options& o) {
     cq.request_notify();  // armed before the first receive is posted
     (void)srq.post_free_slots();
     const Socket client = accept_one_client(o);
-    Table table{};
+    std::array<char, kTableEntries * kWireMessageSize> table{};
     receive_exactly(client, table, o, "ibv_srq_pingpong's address table");
     std::vector<PeerInfo> remote = parse_table(table);
     if (remote.size() > static_cast<std::size_t>(o.rx_depth)) {

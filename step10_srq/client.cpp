@@ -15,7 +15,6 @@
 
 #include "connection.hpp"
 #include "connection_table.hpp"
-
 #include "cpu_usage.hpp"
 #include "cq_events.hpp"
 #include "handshake.hpp"

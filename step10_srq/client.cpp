@@ -15,7 +15,6 @@
 
 #include "connection.hpp"
 #include "connection_table.hpp"
-
 #include "cpu_usage.hpp"
 #include "cq_events.hpp"
 #include "handshake.hpp"
@@ -29,8 +28,7 @@ namespace tutorial {
 
 namespace {
 
-/// The shared ring keeps this many receives more than the connections' replies in flight, and is
-/// refilled once that many are free: the refill is one chained post per batch of replies.
+/// Receives the ring keeps beyond the replies in flight; it is refilled once this many are free.
 constexpr std::uint32_t kRefillBatch = 16;
 
 /// The client's three ways to reap completions.
@@ -64,18 +62,15 @@ class CompletionWaiter {
         return n;
     }
 
-    /// Once nothing came: has the server closed the TCP connection of a session that is not
-    /// over? (It closes each one as that session completes.)
+    /// Once nothing came: has the server closed the TCP connection of a session not yet over?
     void check_server() const {
-        bool closed = false;
-        for (std::size_t i = 0; i < servers_.size() && !closed; ++i) {
-            closed = !pingpongs_[i]->complete() && peer_closed(servers_[i]);
-        }
-        if (closed) {
-            throw TutorialError(kExitPeer,
-                                "the server closed the connection during the run: it stopped, "
-                                "or ended this client's session",
-                                "its own output says why");
+        for (std::size_t i = 0; i < servers_.size(); ++i) {
+            if (!pingpongs_[i]->complete() && peer_closed(servers_[i])) {
+                throw TutorialError(kExitPeer,
+                                    "the server closed the connection during the run: it stopped, "
+                                    "or ended this client's session",
+                                    "its own output says why");
+            }
         }
     }
 
@@ -195,13 +190,11 @@ struct ClientRun {
     CpuUsage cpu_before, cpu_after;
 };
 
-/// The client's connections: each one's QP on the shared CQ and SRQ, its ping-pong, and the TCP
-/// connection that the server keeps for the session.
+/// Each connection's QP, its ping-pong, and the TCP connection the server keeps for its session.
 struct ClientConnections {
     std::vector<std::unique_ptr<Connection>> connections;
     std::vector<std::unique_ptr<PingPong>> pingpongs;
     std::vector<Socket> servers;
-    std::vector<Clock::time_point> sent_at;  // each connection's last send, for its round trip
 };
 
 ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq,
@@ -213,11 +206,9 @@ ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQu
     if (o.mode == WaitMode::event) { held.emplace(); }
     CompletionWaiter waiter(cq, cc.servers, cc.pingpongs, o, held ? &held->before() : nullptr);
     ClientRun run;
-    const std::size_t n = cc.pingpongs.size();
-    run.round_trips.reserve(std::size_t{o.iters} * n);
+    run.round_trips.reserve(std::size_t{o.iters} * cc.pingpongs.size());
     run.cpu_before = cpu_usage();
     const auto start = Clock::now();
-    //! [client_dispatch]
     // Each completion to its connection by qp_num; a receive's bytes are its ring slot's.
     auto on_wc = [&](const ibv_wc& wc) {
         const ConnectionTable::Entry owner = table.find(wc.qp_num);
@@ -239,7 +230,6 @@ ClientRun ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQu
             run.round_trips.push_back(rtt.count());
         }
     };
-    //! [client_dispatch]
     auto all_complete = [&] {
         return std::all_of(cc.pingpongs.begin(), cc.pingpongs.end(),
                            [](const auto& p) { return p->complete(); });
@@ -304,12 +294,10 @@ void print_events_and_cpu(const Options& o, SharedCompletionQueue& ep, const Cli
 
 }  // namespace
 
-//! [run_client]
 int run_client(const Options& o) {
     install_stop_handlers();  // tcp.hpp's: SIGINT and SIGTERM set g_stop_signal
 
-    // One device, one CQ and one SRQ for all the connections. Each connection has one reply in
-    // flight; the ring keeps a batch more, so that a refill every few replies is enough.
+    // One device, one CQ and one SRQ for all the connections, each with one reply in flight.
     const Device device(device_config(o));
     SharedCompletionQueue cq(
         device, o.connections * (1 + static_cast<std::uint32_t>(o.tx_depth)) + kRefillBatch);
@@ -319,9 +307,8 @@ int run_client(const Options& o) {
     }
     (void)srq.post_free_slots();
 
-    // step05's client handshake, v3, once per connection, one after another: TCP, exchange,
-    // RTR, RTS, then "done". Each TCP connection stays open: the server closes it when it ends
-    // that session.
+    // step05's client handshake, v3, once per connection in turn: TCP, exchange, RTR, RTS, "done".
+    // Each TCP connection stays open: the server closes it when it ends that session.
     ClientConnections cc;
     ConnectionTable table;
     for (std::uint32_t i = 0; i < o.connections; ++i) {
@@ -349,6 +336,5 @@ int run_client(const Options& o) {
     print_events_and_cpu(o, cq, cc, run);
     return kExitOk;
 }
-//! [run_client]
 
 }  // namespace tutorial

@@ -13,12 +13,10 @@
 
 namespace tutorial {
 
-//! [create]
 Connection::Connection(const Device& device, const SharedCompletionQueue& cq,
                        const SharedReceiveQueue& srq, std::uint32_t tx_depth,
                        std::size_t message_size, ibv_mtu mtu)
     : device_(&device),
-      tx_depth_(tx_depth),
       message_size_(message_size),
       mtu_(mtu != 0 ? mtu : device.port_attr().active_mtu),
       local_port_(device.local_port()) {
@@ -40,7 +38,6 @@ Connection::Connection(const Device& device, const SharedCompletionQueue& cq,
     max_inline_data_ = query_queue_pair(qp_.get()).max_inline_data;
     psn_ = random_psn();
 }
-//! [create]
 
 PeerInfo Connection::local_info() const {
     PeerInfo info;
@@ -71,7 +68,6 @@ void Connection::connect(const PeerInfo& remote) {
     remote_ = remote;
 }
 
-//! [post-send]
 void Connection::post_send(std::uint64_t wr_id, std::size_t length, bool signaled) {
     if (!remote_) [[unlikely]]
         throw std::logic_error("post_send: the connection is not connected yet");
@@ -88,7 +84,6 @@ void Connection::post_send(std::uint64_t wr_id, std::size_t length, bool signale
     if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) [[unlikely]]
         throw std::system_error(rc, std::generic_category(), "ibv_post_send");
 }
-//! [post-send]
 
 //! [error]
 void Connection::move_to_error() {

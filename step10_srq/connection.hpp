@@ -19,12 +19,9 @@ namespace tutorial {
 /// A send's wr_id has this bit set; a receive's is its ring slot (ReceiveRing), bit clear.
 inline constexpr std::uint64_t kSendTag = std::uint64_t{1} << 63;
 
-/// \brief One connection: an RC QP whose sends and receives complete into the shared CQ and
-/// whose receives come from the SRQ, and the registered bytes of its outgoing message.
-///
-/// The only verbs objects a connection owns are its QP and its send slot; its receives belong to
-/// nobody until a message lands. A constructed connection is in INIT; after connect() it is in
-/// RTS. The Device, CQ and SRQ must outlive it.
+/// \brief One connection: an RC QP on the shared CQ and SRQ, and the registered bytes of its
+/// outgoing message. It is in INIT once constructed, in RTS after connect(). The Device, CQ and
+/// SRQ must outlive it.
 class Connection {
   public:
     /// \throws TutorialError kExitUsage (tx depth or MTU over a device limit);
@@ -34,8 +31,7 @@ class Connection {
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
-    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU, the send slot (rkey 0: no
-    /// remote access) and the RDMA READ depth.
+    /// \brief What this side advertises: LID, QPN, PSN, GID, MTU, send slot (rkey 0), READ depth.
     [[nodiscard]] PeerInfo local_info() const;
     /// \brief step03's rule: the GID that holds the TCP connection's local address (-g wins).
     void use_local_address(const std::optional<std::array<std::uint8_t, 16>>& local_address);
@@ -44,9 +40,7 @@ class Connection {
     void connect(const PeerInfo& remote);
     [[nodiscard]] const std::optional<PeerInfo>& remote_info() const noexcept { return remote_; }
     [[nodiscard]] ibv_mtu path_mtu() const noexcept { return mtu_; }
-    [[nodiscard]] ibv_qp* qp() const noexcept { return qp_.get(); }
     [[nodiscard]] std::uint32_t qp_num() const noexcept { return qp_->qp_num; }
-    [[nodiscard]] std::uint32_t tx_depth() const noexcept { return tx_depth_; }
 
     /// \brief The outgoing message's bytes: fill them, then post_send().
     [[nodiscard]] std::span<std::byte> send_slot() const noexcept {
@@ -55,14 +49,12 @@ class Connection {
     /// \brief Posts a SEND of the send slot's first \p length bytes; inline when it fits.
     /// \throws std::logic_error before connect(); std::system_error ("ibv_post_send")
     void post_send(std::uint64_t wr_id, std::size_t length, bool signaled);
-    /// \brief ibv_modify_qp(IBV_QPS_ERR): its outstanding sends flush into the shared CQ; its
-    /// receives stay on the SRQ for the others.
+    /// \brief To ERR: its sends flush into the shared CQ; its receives stay on the SRQ.
     /// \throws std::system_error ("ibv_modify_qp to ERR")
     void move_to_error();
 
   private:
     const Device* device_;
-    std::uint32_t tx_depth_;
     std::size_t message_size_;
     ibv_mtu mtu_;
     std::uint32_t psn_ = 0;
@@ -70,12 +62,10 @@ class Connection {
     std::uint8_t read_depth_ = 1;
     LocalPort local_port_;
     std::optional<PeerInfo> remote_;
-    //! [members]
     // Parent-first: C++ destroys the QP, then the send slot's MR, then its bytes.
     Buffer send_buffer_;
     MemoryRegion send_mr_;
     QueuePair qp_;
-    //! [members]
 };
 
 }  // namespace tutorial

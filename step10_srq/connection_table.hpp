@@ -11,13 +11,9 @@
 
 namespace tutorial {
 
-//! [table]
-/// \brief qp_num → the connection that owns the QP now, for the completions of one shared CQ.
-///
-/// A completion belongs to the connection whose QP number it carries at poll time. A QP
-/// that is destroyed is retired: a completion that still carries its number (a device that
-/// leaves a destroyed QP's completions in the CQ, as Soft-RoCE does) is found as retired, not
-/// as another connection's. A number that a new QP reuses gets the next generation.
+/// \brief qp_num → the connection that owns the QP now, for one shared CQ's completions. A
+/// destroyed QP's number is retired: a completion that still carries it (Soft-RoCE leaves them in
+/// the CQ) is found as retired, not as another's; a reused number gets the next generation.
 class ConnectionTable {
   public:
     enum class Found { live, retired, unknown };
@@ -48,7 +44,6 @@ class ConnectionTable {
     std::unordered_map<std::uint32_t, Slot> retired_;
     std::deque<std::uint32_t> retired_order_;  // oldest first, to forget beyond retired_kept_
 };
-//! [table]
 
 inline std::uint32_t ConnectionTable::add(std::uint32_t qp_num, std::uint64_t connection) {
     if (live_.count(qp_num) != 0) {

@@ -1,5 +1,4 @@
-// Step 10: many clients on shared resources: one CQ, one completion channel and one shared
-// receive queue serve every connection, dispatched by qp_num and wr_id.
+// Step 10: many clients on shared resources: one CQ, one channel and one SRQ for every connection.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -72,6 +71,7 @@ int Server::run() {
     shut_down();
     return exit_code_;  // kExitOk: a server stopped by SIGINT/SIGTERM has done its job
 }
+//! [server_loop]
 
 /// One epoll set for everything: the signalfd, the async events, the one completion channel and
 /// the listening socket now; each client's socket when it connects.
@@ -150,7 +150,6 @@ void Server::dispatch(std::uint64_t data) {
     // A session that ended earlier in this batch has closed its socket, but may stay (closing).
     if (kind == kSocket && it->second.socket.get() >= 0) { on_socket(it->second); }
 }
-//! [server_loop]
 
 //! [on_channel]
 /// The one channel is readable: cq_events.hpp's protocol on the shared CQ, then each completion
@@ -218,24 +217,20 @@ void Server::on_closing_completion(ClientSession& s, const ibv_wc& wc) {
 }
 //! [closing_completion]
 
-//! [refill]
 void Server::refill() {
     if (srq_.post_free_slots() > 0) { ++totals_.refills; }
 }
 
-/// Without --srq-limit, every pass refills. With it, the limit event refills; but the slots whose
-/// completions were polled after the event fired would wait for the next event, and none comes
-/// while no receive is taken (an empty SRQ answers with RNR NAKs): so a pass that ends below the
-/// limit refills too.
+/// Without --srq-limit, every pass refills. With it, the limit event refills, and so does a pass
+/// that ends below the limit: the slots it polled would wait for an event that may never come.
 void Server::refill_after_pass() {
     if (o_.srq_limit == 0 || srq_.ring().posted() < o_.srq_limit) { refill(); }
 }
-//! [refill]
 
 //! [safety_net]
 /// The safety net: when epoll_wait timed out, or a running client made no progress for
-/// --safety-ms, poll the shared CQ anyway. Events should have woken us; a completion found here
-/// is counted as a safety-net find.
+/// --safety-ms, poll the shared CQ anyway. Events should have woken us; a completion
+/// found here is counted as a safety-net find.
 void Server::safety_net_sweep(bool timed_out) {
     const auto now = Clock::now();
     const auto idle = std::chrono::milliseconds(o_.safety_ms);

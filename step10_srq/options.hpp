@@ -47,7 +47,6 @@ struct Options {
     // epoll_wait's timeout, a backstop and not the wake-up path: completion events wake the
     // loop, and the timeout bounds how long a completion whose event never comes goes unseen.
     int safety_ms = 100;
-    // the shared receive queue (-r is its depth) and, on the server, the shared CQ's sizing
     std::uint32_t srq_limit = 0;      // 0: refill after each completion pass; else on the event
     std::uint32_t max_clients = 128;  // the shared CQ holds this many clients' sends
     bool srq_compat = false;          // --srq-pingpong-compat: one ibv_srq_pingpong client
@@ -108,11 +107,11 @@ enum LongOnlyOption : int {
     kOptSpinUs,
     kOptRate,
     kOptTclass,
-    kOptPkeyIndex,
     kOptMaxClients,
     kOptSrqLimit,
     kOptConnections,
-    kOptSrqCompat
+    kOptSrqCompat,
+    kOptPkeyIndex
 };
 
 inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'},

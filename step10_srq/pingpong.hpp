@@ -73,9 +73,8 @@ inline void fill_payload(std::span<std::byte> message, std::uint32_t iter, int s
 inline constexpr int kClientSide = 0, kServerSide = 1;
 
 //! [pingpong]
-/// One side of step04's ping-pong over a connection, whose receives come from the shared
-/// receive queue: the caller hands each received message's slot in. A send's wr_id is
-/// kSendTag | its index. As in step04, each side sends its next message
+/// One side of step04's ping-pong over a connection; the caller hands in each message's bytes.
+/// A send's wr_id is kSendTag | its index. As in step04, each side sends its next message
 /// as soon as the peer's has arrived, and only every tx_depth/2-th send (and the
 /// last) asks for a completion: so a waiting side is woken once per message, by
 /// the peer's message, not a second time by its own send's completion. Reusing
@@ -92,9 +91,8 @@ class PingPong {
           check_(options.check),
           side_(side) {}
 
-    /// Handles one work completion and, for a receive, the bytes that landed in its slot; throws
-    /// WorkCompletionError on a failed one and TutorialError(kExitPeer) on a payload that fails
-    /// the check.
+    /// Handles one work completion (for a receive, with the bytes that landed); throws
+    /// WorkCompletionError on a failed one and TutorialError(kExitPeer) on a bad payload.
     void on_completion(const ibv_wc& wc, std::span<const std::byte> received) {
         const bool send = (wc.wr_id & kSendTag) != 0;
         if (wc.status != IBV_WC_SUCCESS) { throw WorkCompletionError(wc, !send); }
@@ -108,8 +106,7 @@ class PingPong {
                                                    " (same -s on both sides?)");
             }
             if (check_) {
-                if (!payload_ok(received.first(std::min(size_, received.size())), received_,
-                                1 - side_)) {
+                if (!payload_ok(received, received_, 1 - side_)) {
                     throw TutorialError(kExitPeer, "message " + std::to_string(received_) +
                                                        " failed the --check pattern");
                 }
@@ -121,8 +118,7 @@ class PingPong {
         }
     }
 
-    /// A send's completion, successful or flushed: it and every unsignaled send before it are
-    /// done.
+    /// A send's completion, even flushed: it and every unsignaled send before it are done.
     void on_send_done(std::uint64_t wr_id) {
         const auto index = static_cast<std::uint32_t>(wr_id & ~kSendTag);
         if (index >= sent_) {

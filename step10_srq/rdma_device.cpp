@@ -56,7 +56,6 @@ bool PeerInfo::operator==(const PeerInfo& other) const noexcept {
                         "ibv_devinfo -v shows the device's limits");
 }
 
-//! [open]
 // step04's open_and_check (the device list, the named device, its context, a port that exists)
 // and query_local_port (the GID, -g or choose_gid); then the PD that every endpoint shares.
 Device::Device(const DeviceConfig& config) : port_(config.port), gid_index_(config.gid_index) {
@@ -70,7 +69,6 @@ Device::Device(const DeviceConfig& config) : port_(config.port), gid_index_(conf
     pd_.reset(ibv_alloc_pd(context_.get()));
     if (!pd_) { throw std::system_error(errno, std::generic_category(), "ibv_alloc_pd"); }
 }
-//! [open]
 
 LocalPort Device::local_port_for(
     const std::optional<std::array<std::uint8_t, 16>>& local_address) const {

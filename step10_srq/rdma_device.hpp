@@ -1,5 +1,4 @@
-// Step 10: what every connection shares: the device and its PD, what a peer tells, a failed
-// completion.
+// Step 10: the device and PD that every connection shares, what a peer tells, a failed completion.
 #pragma once
 
 #include "cq_events.hpp"
@@ -97,12 +96,10 @@ class Device {
     int gid_index_ = -1;   // -g, or negative
     OpenedDevice opened_;  // step04's open_and_check: the name and the device's attributes
     LocalPort local_;      // step04's query_local_port: the port's attributes and the GID
-    //! [device-members]
     // Declared parent-first: C++ destroys members in reverse, PD -> context -> device list.
     DeviceList device_list_;
     Context context_;
     ProtectionDomain pd_;
-    //! [device-members]
 };
 
 /// Completion events are acked this many at a time: ibv_ack_cq_events takes a mutex.
@@ -114,8 +111,7 @@ using CompletionChannel =
     std::unique_ptr<ibv_comp_channel,
                     VerbsDeleter<ibv_comp_channel, ibv_destroy_comp_channel, kDestroyCompChannel>>;
 
-/// \brief Throws TutorialError(kExitUsage): "WHAT VALUE is over DEVICE's limit LIMIT = MAX", with
-/// the hint that ibv_devinfo -v shows the device's limits.
+/// \brief Throws TutorialError(kExitUsage): "WHAT VALUE is over DEVICE's limit LIMIT = MAX".
 [[noreturn]] void over_limit(const std::string& what, std::uint64_t value,
                              const std::string& device, const char* limit, std::uint64_t max);
 

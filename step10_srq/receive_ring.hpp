@@ -1,5 +1,4 @@
-// Step 10: the receive ring's bookkeeping: which slots of the shared buffer are posted, free of
-// any device.
+// Step 10: which slots of the shared receive buffer are posted, free of any device.
 #pragma once
 
 #include <cstddef>
@@ -11,13 +10,9 @@
 
 namespace tutorial {
 
-//! [ring]
-/// \brief Slots 0 .. depth-1 of one buffer, slot i at bytes [i × slot_size, +slot_size): each
-/// posted receive gets its own slot, and a receive's wr_id is its slot's index.
-///
-/// A slot is free (the program may post it) or posted (a receive owns it until its completion
-/// comes back). The ring hands out free slots in the order they came back, so a slot just
-/// given back is the last to be posted again.
+/// \brief Slots 0 .. depth-1 of one buffer, slot i at bytes [i × slot_size, +slot_size); a
+/// receive's wr_id is its slot. A slot is free or posted (a receive owns it until its completion
+/// comes back); free slots are handed out in the order they came back.
 class ReceiveRing {
   public:
     ReceiveRing(std::uint32_t depth, std::size_t slot_size)
@@ -39,8 +34,7 @@ class ReceiveRing {
     [[nodiscard]] std::uint32_t posted() const noexcept { return depth() - free_count(); }
     [[nodiscard]] std::uint32_t free_count() const noexcept { return free_count_; }
 
-    /// \brief Moves up to out.size() free slots to posted and writes their indexes into \p out,
-    /// oldest first; returns how many. The caller posts them (or gives them back at once).
+    /// \brief Moves up to out.size() free slots, oldest first, to posted and into \p out: how many.
     std::size_t take_free(std::span<std::uint32_t> out) {
         std::size_t n = 0;
         while (n < out.size() && free_count_ > 0) {
@@ -54,8 +48,7 @@ class ReceiveRing {
     }
 
     /// \brief A receive's completion for \p slot came back (with any status): the slot is free.
-    /// \throws std::out_of_range for a wr_id that is no slot; std::logic_error for a slot that is
-    ///         not posted (a second completion for one receive)
+    /// \throws std::out_of_range (no slot), std::logic_error (a slot that is not posted)
     void give_back(std::uint64_t slot) {
         if (slot >= posted_.size()) {
             throw std::out_of_range("receive wr_id " + std::to_string(slot) +
@@ -78,6 +71,5 @@ class ReceiveRing {
     std::uint32_t free_count_ = 0;
     std::uint32_t head_ = 0;
 };
-//! [ring]
 
 }  // namespace tutorial

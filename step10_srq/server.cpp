@@ -1,6 +1,5 @@
 // The server's bookkeeping around the event loop: accepting clients, the non-blocking handshake,
-// admitting a client to the shared CQ and SRQ, the async events, the timeouts, and each
-// session's end: its QP to ERR, the wait for the SRQ, the drain, the destroy.
+// admission to the shared CQ and SRQ, the async events, the timeouts, and each session's end.
 #include "server.hpp"
 
 #include <fcntl.h>
@@ -29,11 +28,8 @@
 
 namespace tutorial {
 
-//! [sizing]
 std::uint32_t shared_cq_entries(const Options& o, const Device& device) {
-    // A client never has more than -t sends outstanding (PingPong::ready_to_send), plus the
-    // drain marker of its end; each outstanding WR, a flushed one included, yields at most one
-    // completion.
+    // -t sends per client at most (PingPong::ready_to_send), plus the drain marker of its end.
     const std::uint64_t entries =
         static_cast<std::uint64_t>(o.rx_depth) +
         std::uint64_t{o.max_clients} * (static_cast<std::uint64_t>(o.tx_depth) + 1);
@@ -74,7 +70,6 @@ std::string Server::admission_refusal() const {
     }
     return {};
 }
-//! [sizing]
 
 /// tcp.hpp's listener, made non-blocking for the event loop, and with room for a burst of clients
 /// (a second listen() raises the backlog of 1 that a one-client server needs).
@@ -170,54 +165,38 @@ void Server::on_signal() {
 void Server::on_async_event() {
     ibv_async_event event{};
     while (ibv_get_async_event(device_.context(), &event) == 0) {
+        const ibv_event_type type = event.event_type;
         const std::string text = async_event_text(event);
-        if (event.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
-            ibv_ack_async_event(&event);
+        // A QP's event is read before that QP is destroyed: its number finds its session.
+        const bool last_wqe = type == IBV_EVENT_QP_LAST_WQE_REACHED;
+        ConnectionTable::Entry owner;
+        if (fatal_for_qp(type) || last_wqe) { owner = table_.find(event.element.qp->qp_num); }
+        ibv_ack_async_event(&event);
+        if (type == IBV_EVENT_SRQ_LIMIT_REACHED) {
             ++totals_.limit_events;
             refill();                      // first post every free slot,
             srq_.arm_limit(o_.srq_limit);  // then re-arm: the event was one-shot
             continue;
         }
-        if (event.event_type != IBV_EVENT_QP_LAST_WQE_REACHED || o_.verbose) {
-            std::printf("server: async event: %s\n", text.c_str());
-        }
-        if (fatal_for_server(event.event_type)) {
-            ibv_ack_async_event(&event);
+        if (!last_wqe || o_.verbose) { std::printf("server: async event: %s\n", text.c_str()); }
+        const bool live = owner.found == ConnectionTable::Found::live;
+        if (fatal_for_server(type)) {
             std::printf("server: every connection is lost: ending %zu connection(s)\n",
                         connections());
             exit_code_ = kExitRdma;
             stopping_ = true;
-            continue;
+        } else if (live && last_wqe) {  // Soft-RoCE on 6.12 may raise it more than once
+            ++sessions_.at(owner.connection).last_wqe_events;
+        } else if (live) {
+            fail(owner.connection, "async event: " + text);
         }
-        on_qp_event(event, text);  // acks it
     }
-}
-
-/// A QP's event: the QP is still alive (the event was read before any destroy), so its number
-/// finds its session.
-void Server::on_qp_event(ibv_async_event& event, const std::string& text) {
-    const bool qp_event =
-        fatal_for_qp(event.event_type) || event.event_type == IBV_EVENT_QP_LAST_WQE_REACHED;
-    std::optional<std::uint64_t> id;
-    if (qp_event) {
-        const ConnectionTable::Entry e = table_.find(event.element.qp->qp_num);
-        if (e.found == ConnectionTable::Found::live) { id = e.connection; }
-    }
-    ibv_ack_async_event(&event);
-    if (!id) { return; }
-    ClientSession& s = sessions_.at(*id);
-    if (event.event_type == IBV_EVENT_QP_LAST_WQE_REACHED) {
-        ++s.last_wqe_events;  // Soft-RoCE on 6.12 may raise it more than once
-        return;
-    }
-    fail(*id, "async event: " + text);
 }
 //! [on_async_event]
 
 //! [start_rdma]
-/// Returns why the client is refused (a -s/-n mismatch with a v3 client, answered first so that
-/// the client says it too; or no room on the shared CQ or SRQ), or an empty string once the
-/// client's QP is connected and answered.
+/// Returns why the client is refused (no room on the shared CQ or SRQ; a -s/-n mismatch with a
+/// v3 client, answered first so that the client says it too), or empty once it is answered.
 std::string Server::start_rdma(ClientSession& s, PeerInfo remote) {
     if (std::string refusal = admission_refusal(); !refusal.empty()) { return refusal; }
     s.connection =
@@ -412,8 +391,7 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
         return;
     }
     s.state = ClientSession::State::closing;
-    s.close_deadline = Clock::now() + std::max(std::chrono::milliseconds(200),
-                                               std::chrono::milliseconds(2 * o_.safety_ms));
+    s.close_deadline = Clock::now() + std::chrono::milliseconds(std::max(200, 2 * o_.safety_ms));
     try {
         s.connection->move_to_error();  // its sends flush; its receives stay on the SRQ
         // A send that completed unsignaled leaves no completion, flushed or not: a signaled
@@ -425,9 +403,8 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
     }
 }
 
-/// A closing QP is destroyed once the SRQ is done with it (IBV_EVENT_QP_LAST_WQE_REACHED, or the
-/// deadline where a device never raises it) and its sends are accounted for; or at twice the
-/// deadline, whatever is left.
+/// A closing QP is destroyed once the SRQ is done with it (the last-WQE event, or the deadline)
+/// and its sends are accounted for; or at twice the deadline, whatever is left.
 void Server::advance_closing() {
     const auto now = Clock::now();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
@@ -441,7 +418,6 @@ void Server::advance_closing() {
     }
 }
 
-//! [destroy]
 void Server::destroy_connection(ClientSession& s) {
     const std::uint32_t qp_num = s.connection->qp_num();
     std::printf(
@@ -457,7 +433,6 @@ void Server::destroy_connection(ClientSession& s) {
     ++ended_;
     sessions_.erase(s.id);  // PingPong, then the connection: QP, send slot
 }
-//! [destroy]
 //! [finish]
 
 /// The timeouts, checked once per safety period: a client that went silent, and a handshake that
@@ -515,10 +490,6 @@ void Server::shut_down() {
         advance_closing();
         if (!sessions_.empty()) { ::usleep(1000); }
     }
-    print_totals();
-}
-
-void Server::print_totals() {
     take_queued_events(cq_);
     ack_all_before_destroy(cq_, cq_.events());
     const CqEventTracker& ev = cq_.events();

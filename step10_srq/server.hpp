@@ -1,5 +1,5 @@
-// The server's pieces: a session per client, the totals, and the Server class over the shared
-// CQ and SRQ. Its event loop and the completion dispatch are in main.cpp; the rest in server.cpp.
+// The server's pieces: a session per client, the totals, and the Server class. Its event loop,
+// the channel service and the safety net are in main.cpp (the lesson); the rest in server.cpp.
 #pragma once
 
 #include <fcntl.h>
@@ -43,8 +43,7 @@ namespace tutorial {
 
 //! [session]
 /// One client of the server: its handshake socket, its connection (a QP on the shared CQ and
-/// SRQ) and its ping-pong. A session that ends keeps its QP, in error, until the QP is done with
-/// the SRQ and its sends have flushed (closing).
+/// SRQ) and its ping-pong. An ended session stays, closing, until its QP can be destroyed.
 struct ClientSession {
     enum class State { handshake, await_done, running, closing };
     std::uint64_t id = 0;
@@ -71,14 +70,12 @@ inline constexpr std::uint64_t kDrainMarkerWrId = kSendTag | 0xffffffffULL;
 
 struct ServerTotals {
     std::uint32_t connected = 0, complete = 0, failed = 0, rejected = 0, aborted = 0;
-    std::uint64_t messages = 0;
-    std::uint64_t stale_completions = 0;  // for a QP no longer in the table
-    std::uint64_t refills = 0, limit_events = 0;
+    std::uint64_t messages = 0, refills = 0, limit_events = 0;
+    std::uint64_t stale_completions = 0;                 // for a QP no longer in the table
     std::uint32_t last_wqe_ends = 0, deadline_ends = 0;  // how closing QPs ended their wait
 };
 
-/// \brief The shared CQ's size: every receive of the SRQ and every client's sends can be
-/// outstanding at once, and each yields at most one completion (a flushed one included).
+/// \brief The shared CQ's size: an entry for every receive of the SRQ and every client's send.
 /// \throws TutorialError kExitUsage when it is over the device's max_cqe
 [[nodiscard]] std::uint32_t shared_cq_entries(const Options& o, const Device& device);
 
@@ -114,7 +111,6 @@ class Server {
     [[nodiscard]] std::string fd_limit_text(std::size_t other_clients) const;
     void on_signal();
     void on_async_event();
-    void on_qp_event(ibv_async_event& event, const std::string& text);
     [[nodiscard]] std::string admission_refusal() const;
     [[nodiscard]] std::size_t connections() const;
     void on_socket(ClientSession& s);
@@ -126,7 +122,6 @@ class Server {
     void advance_closing();
     void destroy_connection(ClientSession& s);
     void shut_down();
-    void print_totals();
     void finish(std::uint64_t id, const std::string& outcome, std::uint32_t ServerTotals::*counter);
     void reject(std::uint64_t id, const std::string& why);  // finish() as "rejected: why"
     void fail(std::uint64_t id, const std::string& why);    // finish() as "failed: why"

@@ -35,7 +35,6 @@ SharedCompletionQueue::~SharedCompletionQueue() {
     if (cq_ && events_.acks_outstanding() > 0) { ack_all_before_destroy(*this, events_); }
 }
 
-//! [events]
 void SharedCompletionQueue::request_notify() {
     if (const int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_req_notify_cq");
@@ -59,7 +58,6 @@ bool SharedCompletionQueue::get_event() {
 void SharedCompletionQueue::ack(std::uint32_t count) noexcept {
     ibv_ack_cq_events(cq_.get(), count);
 }
-//! [events]
 
 void SharedCompletionQueue::throw_poll_failed() {
     throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq");

@@ -12,16 +12,13 @@
 
 namespace tutorial {
 
-/// \brief One CQ, bound to one O_NONBLOCK completion channel, that every QP of the program
-/// completes into, send and receive alike. It is the `Source` of cq_events.hpp's protocol.
-///
-/// It is shared fate: an overrun puts the CQ in error and with it every QP that completes into
-/// it. The caller sizes it for every WR that can be outstanding at once (capacity()).
+/// \brief One CQ, on one O_NONBLOCK completion channel, for every QP's sends and receives: the
+/// `Source` of cq_events.hpp's protocol. Shared fate: an overrun puts every QP on it in error, so
+/// the caller sizes it for every WR that can be outstanding at once.
 class SharedCompletionQueue {
   public:
     /// \brief Creates the channel (O_NONBLOCK) and a CQ of at least \p entries on it.
-    /// \throws TutorialError kExitUsage when \p entries is over the device's max_cqe;
-    ///         std::system_error naming the verb
+    /// \throws TutorialError kExitUsage (over max_cqe); std::system_error naming the verb
     SharedCompletionQueue(const Device& device, std::uint32_t entries);
     SharedCompletionQueue(const SharedCompletionQueue&) = delete;
     SharedCompletionQueue& operator=(const SharedCompletionQueue&) = delete;
@@ -56,11 +53,9 @@ class SharedCompletionQueue {
     [[noreturn]] static void throw_poll_failed();
 
     CqEventTracker events_{kAckBatch};
-    //! [members]
     // Parent-first: C++ destroys the CQ before the channel it is bound to (else EBUSY).
     CompletionChannel channel_;
     CompletionQueue cq_;
-    //! [members]
 };
 
 }  // namespace tutorial

@@ -1,5 +1,4 @@
-// Step 10: --srq-pingpong-compat, one ibv_srq_pingpong client (rdma-core) on the shared CQ and
-// SRQ: its table of 256 52-byte addresses each way on one TCP connection, then its ping-pong.
+// Step 10: --srq-pingpong-compat, one ibv_srq_pingpong client (rdma-core) on the shared CQ and SRQ.
 #include <sys/socket.h>
 
 #include <memory>
@@ -15,7 +14,6 @@ namespace {
 
 /// srq_pingpong.c's MAX_QP: each side always sends this many entries, unused ones as address 0.
 constexpr std::size_t kTableEntries = 256;
-using Table = std::array<char, kTableEntries * kWireMessageSize>;
 
 /// The client's QPs: the entries before the first unused one. A malformed entry is a peer error.
 std::vector<PeerInfo> parse_table(std::span<const char> table) {
@@ -59,7 +57,6 @@ Socket accept_one_client(const Options& o) {
     return peer;
 }
 
-//! [compat_loop]
 /// srq_pingpong.c's loop: a QP answers once its message and its last send are both in; -n
 /// counts the messages of every QP together.
 void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& srq,
@@ -102,11 +99,9 @@ void ping_pong(const Options& o, SharedCompletionQueue& cq, SharedReceiveQueue& 
         (void)srq.post_free_slots();
     }
 }
-//! [compat_loop]
 
 }  // namespace
 
-//! [compat_exchange]
 int run_srq_pingpong_server(const Options& o) {
     install_stop_handlers();
     const Device device(device_config(o));
@@ -116,7 +111,7 @@ int run_srq_pingpong_server(const Options& o) {
     cq.request_notify();  // armed before the first receive is posted
     (void)srq.post_free_slots();
     const Socket client = accept_one_client(o);
-    Table table{};
+    std::array<char, kTableEntries * kWireMessageSize> table{};
     receive_exactly(client, table, o, "ibv_srq_pingpong's address table");
     std::vector<PeerInfo> remote = parse_table(table);
     if (remote.size() > static_cast<std::size_t>(o.rx_depth)) {
@@ -155,6 +150,5 @@ int run_srq_pingpong_server(const Options& o) {
     std::printf("%s", rc_pingpong_summary(o.size, o.iters, usec.count()).c_str());
     return kExitOk;
 }
-//! [compat_exchange]
 
 }  // namespace tutorial

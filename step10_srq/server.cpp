@@ -406,15 +406,29 @@ void Server::finish(std::uint64_t id, const std::string& outcome,
 /// A closing QP is destroyed once the SRQ is done with it (the last-WQE event, or the deadline)
 /// and its sends are accounted for; or at twice the deadline, whatever is left.
 void Server::advance_closing() {
-    const auto now = Clock::now();
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-        ClientSession& s = (it++)->second;
-        if (s.state != ClientSession::State::closing) { continue; }
+    const auto bound = std::chrono::milliseconds(std::max(200, 2 * o_.safety_ms));
+    const auto ready = [&](const ClientSession& s) {
+        if (s.state != ClientSession::State::closing) { return false; }
+        const auto now = Clock::now();
         const bool waited = s.last_wqe_events > 0 || now >= s.close_deadline;
         // With the marker posted, its completion is the proof; else the sends' own.
         const bool drained = s.marker_posted ? s.drained : !s.pingpong->sends_outstanding();
-        const auto bound = std::chrono::milliseconds(std::max(200, 2 * o_.safety_ms));
-        if ((waited && drained) || now >= s.close_deadline + bound) { destroy_connection(s); }
+        return (waited && drained) || now >= s.close_deadline + bound;
+    };
+    if (std::none_of(sessions_.begin(), sessions_.end(),
+                     [&](const auto& entry) { return ready(entry.second); })) {
+        return;
+    }
+    // Poll the CQ empty first, as the kernel's own SRQ drain does after the last-WQE event: a
+    // receive that completed on the QP gives its slot back now. libmlx5 removes a destroyed QP's
+    // completions from the CQ, and their receives never complete.
+    std::array<ibv_wc, 16> batch{};
+    auto handle = [&](const ibv_wc& wc) { on_completion(wc); };
+    tutorial::drain(cq_, std::span<ibv_wc>(batch), handle);
+    refill_after_pass();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        ClientSession& s = (it++)->second;
+        if (ready(s)) { destroy_connection(s); }
     }
 }
 

@@ -19,7 +19,7 @@ require_peer
 bin=$1
 port=$(new_port)
 dev=$RDMA_DEVICE
-n=50
+n=30
 conns=10
 
 # counter a|b NAME: a counter of the port (rdma statistic), on host a (here) or host b.

@@ -63,15 +63,22 @@ class CompletionWaiter {
     }
 
     /// Once nothing came: has the server closed the TCP connection of a session not yet over?
-    void check_server() const {
+    /// It closes one once its last reply is acked, and that reply may have completed since our
+    /// last poll: so poll again before judging. Returns how many completions that poll found.
+    template <typename Handle>
+    int check_server(Handle& handle) {
+        int found = 0;
         for (std::size_t i = 0; i < servers_.size(); ++i) {
-            if (!pingpongs_[i]->complete() && peer_closed(servers_[i])) {
+            if (pingpongs_[i]->complete() || !peer_closed(servers_[i])) { continue; }
+            for (int n = poll_once(handle); n > 0; n = poll_once(handle)) { found += n; }
+            if (!pingpongs_[i]->complete()) {
                 throw TutorialError(kExitPeer,
                                     "the server closed the connection during the run: it stopped, "
                                     "or ended this client's session",
                                     "its own output says why");
             }
         }
+        return found;
     }
 
     static void check_deadline(Clock::time_point deadline, const char* mode) {
@@ -89,7 +96,7 @@ class CompletionWaiter {
             if (poll_once(handle) > 0) { return; }
             if ((spins & 1023) == 0) {
                 throw_if_stopped();
-                check_server();
+                if (check_server(handle) > 0) { return; }
                 const auto now = Clock::now();
                 if (wake_at && now >= *wake_at) { return; }
                 check_deadline(deadline, "busy");
@@ -128,7 +135,7 @@ class CompletionWaiter {
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
-            check_server();
+            if (check_server(handle) > 0) { return; }
             check_deadline(deadline, "event");
         }
     }
@@ -168,7 +175,7 @@ class CompletionWaiter {
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
-            check_server();
+            if (check_server(handle) > 0) { return; }
             check_deadline(deadline, "spin");
         }
     }

@@ -54,13 +54,16 @@ class CompletionWaiter {
     }
 
     /// Once nothing came: has the server closed the TCP connection it keeps for the session?
-    void check_server() const {
-        if (peer_closed(server_)) {
-            throw TutorialError(kExitPeer,
-                                "the server closed the connection during the run: it stopped, "
-                                "or ended this client's session",
-                                "its own output says why");
-        }
+    /// It closes it once its last reply is acked, and that reply may have completed since our
+    /// last poll: so poll again before judging. Returns what that poll found.
+    template <typename Handle>
+    int check_server(Handle& handle) {
+        if (!peer_closed(server_)) { return 0; }
+        if (const int n = poll_once(handle); n > 0) { return n; }
+        throw TutorialError(kExitPeer,
+                            "the server closed the connection during the run: it stopped, "
+                            "or ended this client's session",
+                            "its own output says why");
     }
 
     static void check_deadline(Clock::time_point deadline, const char* mode) {
@@ -78,7 +81,7 @@ class CompletionWaiter {
             if (poll_once(handle) > 0) { return; }
             if ((spins & 1023) == 0) {
                 throw_if_stopped();
-                check_server();
+                if (check_server(handle) > 0) { return; }
                 const auto now = Clock::now();
                 if (wake_at && now >= *wake_at) { return; }
                 check_deadline(deadline, "busy");
@@ -117,7 +120,7 @@ class CompletionWaiter {
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
-            check_server();
+            if (check_server(handle) > 0) { return; }
             check_deadline(deadline, "event");
         }
     }
@@ -157,7 +160,7 @@ class CompletionWaiter {
             if (safety_net_poll(ep_, ep_.events(), std::span<ibv_wc>(batch_), handle) > 0) {
                 return;
             }
-            check_server();
+            if (check_server(handle) > 0) { return; }
             check_deadline(deadline, "spin");
         }
     }

@@ -117,18 +117,22 @@ Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds
 
 /// The server keeps the handshake's TCP connection open until it ends this client's session, and
 /// sends nothing on it after the handshake: readable means closed. (A QP that the server
-/// destroyed sends nothing, so without this the client would learn only at --timeout.)
-Task<void> server_gone(Reactor& reactor, FdWatch& connection, const Socket& server) {
+/// destroyed sends nothing, so without this the client would learn only at --timeout.) It closes
+/// it once its last reply is acked, and that reply may complete after the close is seen: so the
+/// CQ is polled once more, and the client runs before this round's end is judged.
+Task<void> server_gone(Reactor& reactor, FdWatch& connection, const Socket& server,
+                       AsyncEndpoint& ep) {
     do { co_await reactor.readable(connection); } while (!peer_closed(server));
+    (void)ep.safety_net(reactor.ready());
 }
 
 /// Runs the reactor until the client coroutine ends, a signal comes, the server closes the
 /// connection, or the watchdog finds the client silent. A client stopped early has its frame
 /// destroyed here (its awaiters leave the reactor and the endpoint), and the error says why.
 void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const ClientRun& run,
-                const Socket& server) {
+                const Socket& server, AsyncEndpoint& ep) {
     FdWatch connection(reactor, server.get());  // declared first: it outlives gone's awaiter
-    Task<void> gone = server_gone(reactor, connection, server);
+    Task<void> gone = server_gone(reactor, connection, server, ep);
     Task<void> silent = watchdog(reactor, run, std::chrono::seconds(o.timeout_seconds));
     reactor.spawn(task);
     reactor.spawn(gone);
@@ -171,7 +175,7 @@ int run_client(const Options& o) {
     run.round_trips.reserve(o.iters);
     run.cpu_before = cpu_usage();
     Task<void> task = ping_pong(reactor, ep, o, run);
-    run_to_end(reactor, task, o, run, server);
+    run_to_end(reactor, task, o, run, server, ep);
     run.cpu_after = cpu_usage();
 
     print_figures(o, run);

@@ -27,10 +27,11 @@ expect_match server out "^server: client 2 \\($peer\\): rejected: the client use
 expect_line server out "server: clients: 0 connected, 0 complete, 0 failed, 2 rejected, 0 aborted"
 
 # 100 connections from one process: one QP each on the client's own shared CQ and SRQ, served by
-# the server's one CQ and SRQ of 500 receives.
+# the server's one CQ and SRQ of 500 receives with its limit armed at 450: the first messages of
+# 100 connections take it below, so the event must come, and the refill keep every client going.
 port=$(new_port)
 n=20
-run_cmd server100 "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --timeout 60 --exit-after 100 &
+run_cmd server100 "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --srq-limit 450 --timeout 60 --exit-after 100 &
 server=$!
 wait_for_listen "$port" 30 "$server"
 run_cmd client100 "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check -e --connections 100 --timeout 60 127.0.0.1
@@ -41,5 +42,8 @@ expect_match client100 out '^client: 100 connections, one shared CQ of [0-9]+ en
 expect_exit server100 0
 expect_line server100 out "server: clients: 100 connected, 100 complete, 0 failed, 0 rejected, 0 aborted"
 expect_line server100 out "server: messages received: $((n * 100))"
-expect_match server100 out '^server: shared resources: 1 CQ of [0-9]+ entries, 1 SRQ of 500 receives in 1 MR of 32000 bytes; '
+expect_match server100 out '^server: listening on TCP port [0-9]+; one thread, level-triggered epoll; shared CQ of [0-9]+ entries, SRQ of 500 receives, refilled below 450$'
+expect_match server100 out '^server: shared resources: 1 CQ of [0-9]+ entries, 1 SRQ of 500 receives in 1 MR of 32000 bytes; [0-9]+ refills, [0-9]+ limit events, [0-9]+ stale completions$'
+limit_events=$(field server100 out '^server: shared resources: .*; [0-9]+ refills, ([0-9]+) limit events, .*')
+((limit_events > 0)) || fail "server100: no SRQ limit event in $((n * 100)) messages on 500 receives, limit 450"
 echo PASS

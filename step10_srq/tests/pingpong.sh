@@ -50,21 +50,6 @@ acked=$(field server out '^server: CQ events: received [0-9]+, acked ([0-9]+),.*
 [[ $events -gt 0 && $events == "$acked" ]] || fail "server: events received $events, acked $acked"
 expect_match server out '^server: cpu: user [0-9.]+ s, system [0-9.]+ s; context switches: [0-9]+ voluntary, [0-9]+ involuntary$'
 
-# The SRQ's limit event instead of the refill after each pass: 10 connections on 16 receives,
-# refilled when fewer than 12 are posted.
-port=$((port + 1))
-run_cmd server_limit "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check -r 16 --srq-limit 12 --exit-after 10 &
-server=$!
-wait_for_listen "$port"
-run_cmd limit "$bin" "${dev[@]}" -p "$port" -s 64 -n $n --check --connections 10 127.0.0.1
-wait "$server"
-expect_exit limit 0
-expect_line limit out "client: verified $((n * 10)) of $((n * 10)) replies"
-expect_exit server_limit 0
-expect_match server_limit out "^server: clients: 10 connected, 10 complete, 0 failed, 0 rejected, 0 aborted$"
-limit_events=$(field server_limit out '^server: shared resources: .*; [0-9]+ refills, ([0-9]+) limit events, .*')
-[[ $limit_events -gt 0 ]] || fail "server_limit: no SRQ limit event in $((n * 10)) messages on 16 receives"
-
 # The reference client: ibv_rc_pingpong, polling and with -e.
 port=$((port + 1))
 gid=(); [[ $RDMA_DEVICE != rxe* ]] || gid=(-g 1)

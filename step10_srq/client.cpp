@@ -66,11 +66,11 @@ class CompletionWaiter {
     /// It closes one once its last reply is acked, and that reply may have completed since our
     /// last poll: so poll again before judging. Returns how many completions that poll found.
     template <typename Handle>
-    int check_server(Handle& handle) {
-        int found = 0;
+    std::uint64_t check_server(Handle& handle) {
+        std::uint64_t found = 0;
         for (std::size_t i = 0; i < servers_.size(); ++i) {
             if (pingpongs_[i]->complete() || !peer_closed(servers_[i])) { continue; }
-            for (int n = poll_once(handle); n > 0; n = poll_once(handle)) { found += n; }
+            found += drain(ep_, std::span<ibv_wc>(batch_), handle);  // cq_events.hpp's
             if (!pingpongs_[i]->complete()) {
                 throw TutorialError(kExitPeer,
                                     "the server closed the connection during the run: it stopped, "

@@ -36,12 +36,12 @@ counter() {
 }
 
 # run NAME SERVER_ARGS...: a server on host a and the client on host b; sets sent (RNR NAKs host
-# a sent meanwhile) and taken (those host b received).
+# a sent meanwhile) and taken (those host b received). One run's closing counts open the next.
+sent_at=$(counter a send_rnr_err)
+taken_at=$(counter b rcvd_rnr_err)
 run() {
-    local name=$1 sent0 taken0
+    local name=$1 sent0=$sent_at taken0=$taken_at
     shift
-    sent0=$(counter a send_rnr_err)
-    taken0=$(counter b rcvd_rnr_err)
     port=$((port + 1))
     run_cmd "$name" timeout 120 "$bin" -p "$port" -s 64 -n $n --check --exit-after $conns "$@" &
     local server=$!
@@ -53,8 +53,10 @@ run() {
     expect_exit "$name-client" 0
     expect_line "$name-client" out "client: verified $((n * conns)) of $((n * conns)) replies"
     expect_line "$name" out "server: clients: $conns connected, $conns complete, 0 failed, 0 rejected, 0 aborted"
-    sent=$(($(counter a send_rnr_err) - sent0))
-    taken=$(($(counter b rcvd_rnr_err) - taken0))
+    sent_at=$(counter a send_rnr_err)
+    taken_at=$(counter b rcvd_rnr_err)
+    sent=$((sent_at - sent0))
+    taken=$((taken_at - taken0))
     echo "$name: host a sent $sent RNR NAKs, host b received $taken"
     ((sent == taken)) || fail "$name: host a sent $sent RNR NAKs, host b counted $taken"
 }

@@ -17,19 +17,13 @@ spid=$(program_pid "$server")
 baseline="qp 0 cq 1 mr 1 pd 1"
 wait_for_held "$spid" "$baseline" 30
 # The victim is paced (10 s for its 1000 messages), so that the kill lands mid-run; so is the
-# other client (2.5 s), and the kill comes 0.5 s after it has connected.
+# other client (2.5 s), and the kill comes 0.5 s after its connections are up.
 "$bin" "${common[@]}" --connections 3 --rate 100 127.0.0.1 >"$TEST_TMP/victim.out" 2>&1 &
 victim=$!
-for ((t = 0; t < 300; t++)); do
-    [[ $(grep -c . "$TEST_TMP/victim.out" 2>/dev/null) -ge 4 ]] && break
-    sleep 0.1
-done
+wait_for_line victim out '^client: 3 connections, ' 30
 run_cmd good "$bin" "${common[@]}" --connections 2 --rate 400 -e 127.0.0.1 &
 good=$!
-for ((t = 0; t < 300; t++)); do
-    [[ $(grep -c . "$TEST_TMP/good.out" 2>/dev/null) -ge 4 ]] && break
-    sleep 0.1
-done
+wait_for_line good out '^client: 2 connections, ' 30
 sleep 0.5
 kill -9 "$victim"
 wait "$good"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # step07_bandwidth across the two-host lab's wire: the target on host a, the client on host b,
-# 32 RDMA WRITEs of 1024 bytes at MTU 1024 with -t 16 -Q 8, captured on a's NIC. Checked:
+# 32 RDMA WRITEs of 1024 bytes at MTU 1024 with -t 16 -Q 8, captured on a's NIC. Host a's NIC
+# holds every packet it sends for 20 ms (netem), as a longer wire would: without it, the
+# round trip on the lab's wire can be shorter than host b's emulated CPU takes to post a WRITE
+# (0.7 ms a post in one slow CI run, where the ACKs came back in 0.1 to 0.4 ms), and then
+# no window can show. 20 ms is far below the QPs' ACK timeout (67 ms). Checked:
 #   1. the window: at some moment at least 4 WRITEs are on the wire, sent and not yet ACKed;
 #   2. the end: exactly one WRITE_ONLY_IMM, the last request, its immediate = 32 (big-endian);
 #   3. the ACKs: they acknowledge packets, not signaled work requests: more ACKs than the 5
@@ -14,6 +18,10 @@ prog=$1
 port=$(new_port)
 a=$LAB_ADDR b=$LAB_PEER_ADDR
 args=(-s 1024 -m 1024 -n 32 -t 16 -Q 8)
+
+# The delay goes again at exit, whatever happens: the wire tests after this one share the wire.
+tc qdisc add dev eth0 root netem delay 20ms || fail "cannot add a 20 ms delay to eth0 (tc, netem)"
+trap 'tc qdisc del dev eth0 root 2>/dev/null; rm -rf "$TEST_TMP"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
 start_capture window
 run_cmd server timeout 120 "$prog" -p "$port" --timeout 60 "${args[@]}" &

@@ -371,13 +371,15 @@ serve() {
     wait_for_listen "$port" 30 "$server"
 }
 
-# start_capture NAME: tcpdump records this host's wire NIC (eth0; RoCE v2 is UDP port 4791) into
-# $TEST_TMP/NAME.pcap, from when it says it is listening.
+# start_capture NAME [FILTER]: tcpdump records this host's wire NIC (eth0; RoCE v2 is UDP port
+# 4791) into $TEST_TMP/NAME.pcap, from when it says it is listening. FILTER (a pcap filter that
+# narrows "udp port 4791") keeps only the packets a test reads: in the emulated VM, tshark
+# takes milliseconds a packet to decode.
 start_capture() {
     # --immediate-mode: each packet as it comes; without it, tcpdump keeps them in the kernel's
     # buffer for up to a second, and a stop before then loses them all.
     # -B: an 8 MiB capture buffer, so that a busy one-vCPU host loses no packet to it.
-    tcpdump -i eth0 --immediate-mode -B 8192 -U -n -w "$TEST_TMP/$1.pcap" udp port 4791 2>"$TEST_TMP/$1.tcpdump" &
+    tcpdump -i eth0 --immediate-mode -B 8192 -U -n -w "$TEST_TMP/$1.pcap" "udp port 4791${2:+ and ($2)}" 2>"$TEST_TMP/$1.tcpdump" &
     echo $! >"$TEST_TMP/$1.tcpdump-pid"
     local i
     for ((i = 0; i < 100; i++)); do

@@ -4,8 +4,8 @@ cd /work/wt24
 export TESTLIB=/work/wt24/cmake/testlib.sh TUTORIAL_ROOT=/work/wt24 TEST_PORT_BASE=29000 RDMA_REQUIRE_DEVICE=1
 source "$TESTLIB"
 require_peer
-bin=/work/s25/wc_failures
-out=/work/s25/out-$(uname -r)
+bin=/work/wt24/build/wc_failures
+out=/work/wt24/build/s25out-$(uname -r)
 mkdir -p "$out"
 stats() { rdma statistic show link "$RDMA_DEVICE/1" | tr ' ' '\n' | paste - - | awk 'NR>2 && $2 ~ /^[0-9]+$/'; }
 pstats() { "$PEER" run --timeout 30 -- rdma statistic show link "$RDMA_DEVICE/1" | tr ' ' '\n' | paste - - | awk 'NR>2 && $2 ~ /^[0-9]+$/'; }
@@ -18,7 +18,7 @@ for fault in ${FAULTS:-none peer-gone wrong-gid no-recv no-recv-forever wrong-rk
     resp=$!
     wait_for_listen "$port" 30 "$resp"
     if [[ $fault == peer-gone ]]; then
-        ( for i in $(seq 100); do grep -q "responder: ready" "$out/$fault.resp" && break; sleep 0.1; done; kill -9 $resp ) &
+        ( for i in $(seq 100); do grep -q "responder: ready" "$out/$fault.resp" && break; sleep 0.1; done; pkill -9 -P $resp wc_failures ) &
     fi
     "$PEER" run --timeout 60 -- "$bin" -p "$port" -f "$fault" "$LAB_ADDR" >"$out/$fault.req" 2>&1
     echo "requester exit $?" >>"$out/$fault.req"

@@ -9,6 +9,7 @@
 // state at the end. Exit codes: 0 the run ended as reported, 1 a verb failed, 2 usage, 6 the
 // peer broke the handshake, 7 a wait timed out.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
@@ -352,6 +353,17 @@ const char* state_name(ibv_qp* qp) {
     return attr.qp_state < names.size() ? names.at(attr.qp_state) : "unknown";
 }
 
+// The asynchronous events the device raised for this process (QP fatal, access, request
+// errors), read without waiting: the async fd is made non-blocking first.
+void print_async_events(ibv_context* context, const char* side) {
+    const int flags = fcntl(context->async_fd, F_GETFL);
+    fcntl(context->async_fd, F_SETFL, flags | O_NONBLOCK);
+    for (ibv_async_event event{}; ibv_get_async_event(context, &event) == 0;) {
+        std::printf("%s: async event %s\n", side, ibv_event_type_str(event.event_type));
+        ibv_ack_async_event(&event);
+    }
+}
+
 // The work requests of a run, by wr_id.
 enum WorkId : std::uint64_t { kFirst = 1, kSecond = 2, kRecv = 100, kRecv2 = 101 };
 const char* work_name(std::uint64_t id, bool write_first) {
@@ -490,6 +502,7 @@ void responder(const Options& o) {
     }
     std::printf("responder: QP state %s; %d of %d receives completed\n", state_name(r.qp.get()), got,
                 posted);
+    print_async_events(r.device.context.get(), "responder");
 }
 
 void requester(const Options& o) {
@@ -540,6 +553,7 @@ void requester(const Options& o) {
     const bool error = std::strcmp(state_name(r.qp.get()), "ERR") == 0;
     if (error) { got += reap(r.cq.get(), "requester", 1, start, deadline, write_first); }
     std::printf("requester: QP state %s\n", state_name(r.qp.get()));
+    print_async_events(r.device.context.get(), "requester");
     std::fflush(stdout);
     if (o.fault != Fault::peer_gone) { send_all(conn.fd, "done\n"); }
 }

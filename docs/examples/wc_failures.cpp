@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -31,6 +32,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -376,11 +378,27 @@ const char* work_name(std::uint64_t id, bool write_first) {
     }
 }
 
-// Polls until `want` completions came or the deadline passed; prints each. Returns how many.
+// The status's name in verbs.h, which ibv_wc_status_str() does not give.
+const char* status_name(ibv_wc_status status) {
+    constexpr std::array<const char*, 24> names = {
+        "IBV_WC_SUCCESS",        "IBV_WC_LOC_LEN_ERR",       "IBV_WC_LOC_QP_OP_ERR",
+        "IBV_WC_LOC_EEC_OP_ERR", "IBV_WC_LOC_PROT_ERR",      "IBV_WC_WR_FLUSH_ERR",
+        "IBV_WC_MW_BIND_ERR",    "IBV_WC_BAD_RESP_ERR",      "IBV_WC_LOC_ACCESS_ERR",
+        "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR",   "IBV_WC_REM_OP_ERR",
+        "IBV_WC_RETRY_EXC_ERR",  "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
+        "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR",
+        "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",      "IBV_WC_RESP_TIMEOUT_ERR",
+        "IBV_WC_GENERAL_ERR",    "IBV_WC_TM_ERR",            "IBV_WC_TM_RNDV_INCOMPLETE"};
+    const auto index = static_cast<std::size_t>(status);
+    return index < names.size() ? names.at(index) : "an unknown status";
+}
+
+// Polls until `want` completions came or the deadline passed; prints each, in wr_id order (a
+// flush completes the send and the receive queue in no set order). Returns how many.
 int reap(ibv_cq* cq, const char* side, int want, Clock::time_point since, Clock::time_point deadline,
          bool write_first) {
-    int got = 0;
-    while (got < want && Clock::now() < deadline) {
+    std::vector<std::pair<ibv_wc, double>> got;
+    while (static_cast<int>(got.size()) < want && Clock::now() < deadline) {
         ibv_wc wc{};
         const int n = ibv_poll_cq(cq, 1, &wc);
         if (n < 0) { throw std::runtime_error("ibv_poll_cq failed"); }
@@ -388,14 +406,17 @@ int reap(ibv_cq* cq, const char* side, int want, Clock::time_point since, Clock:
             std::this_thread::sleep_for(std::chrono::microseconds(100));
             continue;
         }
-        ++got;
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+        got.emplace_back(wc, std::chrono::duration<double, std::milli>(Clock::now() - since).count());
+    }
+    std::sort(got.begin(), got.end(),
+              [](const auto& a, const auto& b) { return a.first.wr_id < b.first.wr_id; });
+    for (const auto& [wc, ms] : got) {
         std::printf("%s: %s: %s (%s), vendor_err 0x%x, %.1f ms after the first post\n", side,
-                    work_name(wc.wr_id, write_first), ibv_wc_status_str(wc.status),
-                    wc.status == IBV_WC_SUCCESS ? "IBV_WC_SUCCESS" : "an error", wc.vendor_err, ms);
+                    work_name(wc.wr_id, write_first), status_name(wc.status),
+                    ibv_wc_status_str(wc.status), wc.vendor_err, ms);
     }
     std::fflush(stdout);
-    return got;
+    return static_cast<int>(got.size());
 }
 
 void post_recv(ibv_qp* qp, std::uint64_t id, void* at, std::uint32_t length, std::uint32_t lkey) {
@@ -544,14 +565,20 @@ void requester(const Options& o) {
     } else {
         post_send(r.qp.get(), kFirst, IBV_WR_SEND, data, size, lkey);
     }
-    post_send(r.qp.get(), kSecond, IBV_WR_SEND, data, size, r.mr->lkey);
-    std::printf("requester: posted %s, SEND 2 and RECV 100\n", work_name(kFirst, write_first));
+    std::printf("requester: posted RECV 100 and %s\n", work_name(kFirst, write_first));
     std::fflush(stdout);
-    int got = reap(r.cq.get(), "requester", 2, start, deadline, write_first);
-    if (got < 2) { throw Failure(7, "the sends did not complete before the timeout"); }
-    // A QP in ERR flushes its posted receive too; in RTS it stays posted (nothing is sent back).
+    // One request at a time on the wire: SEND 2 is posted once the first has completed, on a QP
+    // that may be in ERR by then.
+    int got = reap(r.cq.get(), "requester", 1, start, deadline, write_first);
+    if (got < 1) { throw Failure(7, "the first request did not complete before the timeout"); }
+    post_send(r.qp.get(), kSecond, IBV_WR_SEND, data, size, r.mr->lkey);
+    std::printf("requester: posted SEND 2, QP state %s\n", state_name(r.qp.get()));
+    std::fflush(stdout);
+    // A QP in ERR flushes SEND 2 and the posted receive too; in RTS the receive stays posted
+    // (nothing is sent back).
     const bool error = std::strcmp(state_name(r.qp.get()), "ERR") == 0;
-    if (error) { got += reap(r.cq.get(), "requester", 1, start, deadline, write_first); }
+    got += reap(r.cq.get(), "requester", error ? 2 : 1, start, deadline, write_first);
+    if (got < (error ? 3 : 2)) { throw Failure(7, "SEND 2 did not complete before the timeout"); }
     std::printf("requester: QP state %s\n", state_name(r.qp.get()));
     print_async_events(r.device.context.get(), "requester");
     std::fflush(stdout);

@@ -5,6 +5,8 @@
 //   wc_failures [-d DEV] [-p PORT] -f FAULT HOST        the requester: connects, posts, reports
 //
 // The requester names the fault; the responder learns it in the handshake and plays its part.
+// peer-gone: kill the responder (kill -9) once it says "ready", and once its QP is gone (rdma
+// resource show qp), send the requester SIGUSR1: then it posts.
 // Both print each completion (wr_id, status, milliseconds after the first post) and their QP's
 // state at the end. Exit codes: 0 the run ended as reported, 1 a verb failed, 2 usage, 6 the
 // peer broke the handshake, 7 a wait timed out.
@@ -14,6 +16,7 @@
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,7 +51,8 @@ struct Failure : std::runtime_error {
 
 enum class Fault {
     none,             // a SEND and a WRITE that succeed: the baseline
-    peer_gone,        // the responder is killed before the SEND
+    peer_gone,        // the responder is killed before the SEND (the requester then waits for
+                      // SIGUSR1: its QP is gone)
     wrong_gid,        // the requester addresses an IP address that no host has
     no_recv,          // the responder posts no receive; rnr_retry 3
     no_recv_forever,  // the same with rnr_retry 7, and the receive posted 1 s late
@@ -546,6 +550,17 @@ void requester(const Options& o) {
     const auto ready = read_line(conn.fd, deadline);
     if (o.fault == Fault::peer_gone) {
         if (ready) { (void)read_line(conn.fd, deadline); }
+        // The TCP connection can close before the dead process's QP is destroyed: whoever killed
+        // the responder sends SIGUSR1 once it is (blocked in main, so it waits here).
+        std::printf("requester: the responder closed its connection; waiting for SIGUSR1\n");
+        std::fflush(stdout);
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        const timespec wait{o.timeout_seconds, 0};
+        if (sigtimedwait(&usr1, nullptr, &wait) != SIGUSR1) {
+            throw Failure(7, "no SIGUSR1 to say that the responder's QP is gone");
+        }
         std::printf("requester: the responder is gone\n");
     }
     const std::uint32_t size = o.size;
@@ -589,6 +604,10 @@ void requester(const Options& o) {
 
 int main(int argc, char** argv) try {
     setvbuf(stdout, nullptr, _IOLBF, 0);
+    sigset_t usr1;  // peer-gone's requester waits for it (sigtimedwait), so it must stay pending
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, nullptr);
     const Options o = parse(argc, argv);
     if (o.host.empty()) {
         responder(o);

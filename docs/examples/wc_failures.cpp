@@ -484,17 +484,21 @@ void responder(const Options& o) {
     const Peer remote = peer_of(*line);
     const auto fault = fault_named(remote.fault);
     if (!fault) { throw Failure(6, "the requester names no known fault: " + remote.fault); }
+    //! [responder_access]
     const int access = *fault == Fault::no_remote_access
                            ? IBV_ACCESS_LOCAL_WRITE
                            : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    //! [responder_access]
     Resources r = make(o, access);
     const std::uint32_t size = o.size;
     Peer me{"-", r.qp->qp_num, 0x200000, r.device.port.lid, r.mr->rkey,
             reinterpret_cast<std::uintptr_t>(r.memory.data()), r.device.gid.gid};
     send_all(conn.fd, line_of(me));
+    //! [responder_mtu]
     const bool mtu_fault = *fault == Fault::mtu_send || *fault == Fault::mtu_write;
     to_rts(r.qp.get(), r.device, remote, me.psn, mtu_fault ? IBV_MTU_256 : r.device.port.active_mtu,
            7);
+    //! [responder_mtu]
     std::printf("responder: fault %s: QP 0x%06x in RTS, path MTU %d\n", name_of(*fault),
                 r.qp->qp_num, mtu_fault ? 256 : 128 << r.device.port.active_mtu);
     // The receives: two (SEND 1 and SEND 2), none, or short ones.
@@ -539,11 +543,13 @@ void requester(const Options& o) {
     const auto line = read_line(conn.fd, deadline);
     if (!line) { throw Failure(6, "the responder closed the connection before its handshake"); }
     Peer remote = peer_of(*line);
+    //! [requester_address]
     if (o.fault == Fault::wrong_gid) {  // the same subnet, an address that no host has
         remote.gid.raw[15] = 0xfe;
     }
     const std::uint8_t rnr_retry = o.fault == Fault::no_recv_forever ? 7 : 3;
     to_rts(r.qp.get(), r.device, remote, me.psn, r.device.port.active_mtu, rnr_retry);
+    //! [requester_address]
     std::printf("requester: fault %s: QP 0x%06x in RTS, rnr_retry %u, retry_cnt %u\n",
                 name_of(o.fault), r.qp->qp_num, rnr_retry, kRetryCount);
     // The responder says "ready"; killed (peer-gone), it closes the connection instead.
@@ -565,6 +571,7 @@ void requester(const Options& o) {
     }
     const std::uint32_t size = o.size;
     char* data = r.memory.data();
+    //! [requester_posts]
     std::uint32_t lkey = r.mr->lkey;
     if (o.fault == Fault::wrong_lkey) {  // an lkey that was valid once
         const Owner<ibv_mr> gone = created(
@@ -593,6 +600,7 @@ void requester(const Options& o) {
     // (nothing is sent back).
     const bool error = std::strcmp(state_name(r.qp.get()), "ERR") == 0;
     got += reap(r.cq.get(), "requester", error ? 2 : 1, start, deadline, write_first);
+    //! [requester_posts]
     if (got < (error ? 3 : 2)) { throw Failure(7, "SEND 2 did not complete before the timeout"); }
     std::printf("requester: QP state %s\n", state_name(r.qp.get()));
     print_async_events(r.device.context.get(), "requester");

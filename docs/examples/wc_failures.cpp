@@ -50,22 +50,23 @@ struct Failure : std::runtime_error {
 // ---------------------------------------------------------------- the faults
 
 enum class Fault {
-    none,             // a SEND and a WRITE that succeed: the baseline
-    peer_gone,        // the responder is killed before the SEND (the requester then waits for
-                      // SIGUSR1: its QP is gone)
-    wrong_gid,        // the requester addresses an IP address that no host has
-    no_recv,          // the responder posts no receive; rnr_retry 3
-    no_recv_forever,  // the same with rnr_retry 7, and the receive posted 1 s late
-    wrong_rkey,       // a WRITE with an rkey the responder never issued
-    no_remote_access, // a WRITE into an MR registered without IBV_ACCESS_REMOTE_WRITE
-    wrong_lkey,       // a SEND whose lkey belongs to a deregistered MR
-    short_recv,       // a SEND longer than the receive buffer
-    mtu_send,         // the responder's path MTU is 256, the requester's 1024: a SEND
-    mtu_write,        // the same, with a WRITE
+    none,              // a SEND and a WRITE that succeed: the baseline
+    peer_gone,         // the responder is killed before the SEND (the requester then waits for
+                       // SIGUSR1: its QP is gone)
+    wrong_gid,         // the requester addresses an IP address that no host has
+    no_recv,           // the responder posts no receive; rnr_retry 3
+    no_recv_forever,   // the same with rnr_retry 7, and the receive posted 1 s late
+    wrong_rkey,        // a WRITE with an rkey the responder never issued
+    no_remote_access,  // a WRITE into an MR registered without IBV_ACCESS_REMOTE_WRITE
+    wrong_lkey,        // a SEND whose lkey belongs to a deregistered MR
+    short_recv,        // a SEND longer than the receive buffer
+    mtu_send,          // the responder's path MTU is 256, the requester's 1024: a SEND
+    mtu_write,         // the same, with a WRITE
 };
 constexpr std::array<const char*, 11> kFaultNames = {
-    "none",       "peer-gone",  "wrong-gid",  "no-recv",  "no-recv-forever", "wrong-rkey",
-    "no-remote-access", "wrong-lkey", "short-recv", "mtu-send", "mtu-write"};
+    "none",       "peer-gone",        "wrong-gid",  "no-recv",    "no-recv-forever",
+    "wrong-rkey", "no-remote-access", "wrong-lkey", "short-recv", "mtu-send",
+    "mtu-write"};
 
 std::optional<Fault> fault_named(const std::string& name) {
     for (std::size_t i = 0; i < kFaultNames.size(); ++i) {
@@ -137,12 +138,10 @@ struct Options {
 }
 
 Options parse(int argc, char** argv) {
-    static const option longs[] = {{"ib-dev", required_argument, nullptr, 'd'},
-                                   {"port", required_argument, nullptr, 'p'},
-                                   {"fault", required_argument, nullptr, 'f'},
-                                   {"timeout", required_argument, nullptr, 'T'},
-                                   {"help", no_argument, nullptr, 'h'},
-                                   {nullptr, 0, nullptr, 0}};
+    static const option longs[] = {
+        {"ib-dev", required_argument, nullptr, 'd'}, {"port", required_argument, nullptr, 'p'},
+        {"fault", required_argument, nullptr, 'f'},  {"timeout", required_argument, nullptr, 'T'},
+        {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
     Options o;
     for (int c; (c = getopt_long(argc, argv, "d:p:f:h", longs, nullptr)) != -1;) {
         switch (c) {
@@ -222,10 +221,10 @@ struct Peer {
 
 std::string line_of(const Peer& p) {
     char gid[33];
-    for (int i = 0; i < 16; ++i) { std::snprintf(gid + 2 * i, 3, "%02x", p.gid.raw[i]); }
+    for (std::size_t i = 0; i < 16; ++i) { std::snprintf(gid + 2 * i, 3, "%02x", p.gid.raw[i]); }
     char line[160];
-    std::snprintf(line, sizeof line, "%s %06x %06x %04x %s %08x %016" PRIx64 "\n",
-                  p.fault.c_str(), p.qpn, p.psn, p.lid, gid, p.rkey, p.addr);
+    std::snprintf(line, sizeof line, "%s %06x %06x %04x %s %08x %016" PRIx64 "\n", p.fault.c_str(),
+                  p.qpn, p.psn, p.lid, gid, p.rkey, p.addr);
     return line;
 }
 
@@ -238,8 +237,9 @@ Peer peer_of(const std::string& line) {
         throw Failure(6, "the peer's handshake line is malformed: '" + line + "'");
     }
     p.fault = fault;
-    for (int i = 0; i < 16; ++i) {
-        p.gid.raw[i] = static_cast<std::uint8_t>(std::stoul(std::string(gid + 2 * i, 2), nullptr, 16));
+    for (std::size_t i = 0; i < 16; ++i) {
+        p.gid.raw[i] =
+            static_cast<std::uint8_t>(std::stoul(std::string(gid + 2 * i, 2), nullptr, 16));
     }
     return p;
 }
@@ -255,7 +255,8 @@ std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
     std::string line;
     for (char c = 0; c != '\n';) {
         pollfd pfd{fd, POLLIN, 0};
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0 || poll(&pfd, 1, static_cast<int>(left.count())) == 0) {
             throw Failure(7, "timed out waiting for the peer");
         }
@@ -307,12 +308,12 @@ int tcp_accept(const Options& o) {
 
 // ---------------------------------------------------------------- the connection
 
-constexpr std::uint8_t kAckTimeout = 14;  // 4.096 us * 2^14 = 67 ms
-constexpr std::uint8_t kRetryCount = 3;   // 1 send + 3 retries, then IBV_WC_RETRY_EXC_ERR
-constexpr std::uint8_t kMinRnrTimer = 12; // 0.64 ms, as ibv_rc_pingpong
+constexpr std::uint8_t kAckTimeout = 14;   // 4.096 us * 2^14 = 67 ms
+constexpr std::uint8_t kRetryCount = 3;    // 1 send + 3 retries, then IBV_WC_RETRY_EXC_ERR
+constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms, as ibv_rc_pingpong
 
-void to_rts(ibv_qp* qp, const Device& d, const Peer& remote, std::uint32_t my_psn,
-            ibv_mtu mtu, std::uint8_t rnr_retry) {
+void to_rts(ibv_qp* qp, const Device& d, const Peer& remote, std::uint32_t my_psn, ibv_mtu mtu,
+            std::uint8_t rnr_retry) {
     ibv_qp_attr init{};
     init.qp_state = IBV_QPS_INIT;
     init.port_num = 1;
@@ -353,7 +354,9 @@ void to_rts(ibv_qp* qp, const Device& d, const Peer& remote, std::uint32_t my_ps
 const char* state_name(ibv_qp* qp) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
-    if (ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) != 0) { return "unknown (ibv_query_qp failed)"; }
+    if (ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) != 0) {
+        return "unknown (ibv_query_qp failed)";
+    }
     constexpr std::array<const char*, 7> names = {"RESET", "INIT", "RTR", "RTS",
                                                   "SQD",   "SQE",  "ERR"};
     return attr.qp_state < names.size() ? names.at(attr.qp_state) : "unknown";
@@ -384,23 +387,38 @@ const char* work_name(std::uint64_t id, bool write_first) {
 
 // The status's name in verbs.h, which ibv_wc_status_str() does not give.
 const char* status_name(ibv_wc_status status) {
-    constexpr std::array<const char*, 24> names = {
-        "IBV_WC_SUCCESS",        "IBV_WC_LOC_LEN_ERR",       "IBV_WC_LOC_QP_OP_ERR",
-        "IBV_WC_LOC_EEC_OP_ERR", "IBV_WC_LOC_PROT_ERR",      "IBV_WC_WR_FLUSH_ERR",
-        "IBV_WC_MW_BIND_ERR",    "IBV_WC_BAD_RESP_ERR",      "IBV_WC_LOC_ACCESS_ERR",
-        "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR",   "IBV_WC_REM_OP_ERR",
-        "IBV_WC_RETRY_EXC_ERR",  "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
-        "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR",
-        "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",      "IBV_WC_RESP_TIMEOUT_ERR",
-        "IBV_WC_GENERAL_ERR",    "IBV_WC_TM_ERR",            "IBV_WC_TM_RNDV_INCOMPLETE"};
+    constexpr std::array<const char*, 24> names = {"IBV_WC_SUCCESS",
+                                                   "IBV_WC_LOC_LEN_ERR",
+                                                   "IBV_WC_LOC_QP_OP_ERR",
+                                                   "IBV_WC_LOC_EEC_OP_ERR",
+                                                   "IBV_WC_LOC_PROT_ERR",
+                                                   "IBV_WC_WR_FLUSH_ERR",
+                                                   "IBV_WC_MW_BIND_ERR",
+                                                   "IBV_WC_BAD_RESP_ERR",
+                                                   "IBV_WC_LOC_ACCESS_ERR",
+                                                   "IBV_WC_REM_INV_REQ_ERR",
+                                                   "IBV_WC_REM_ACCESS_ERR",
+                                                   "IBV_WC_REM_OP_ERR",
+                                                   "IBV_WC_RETRY_EXC_ERR",
+                                                   "IBV_WC_RNR_RETRY_EXC_ERR",
+                                                   "IBV_WC_LOC_RDD_VIOL_ERR",
+                                                   "IBV_WC_REM_INV_RD_REQ_ERR",
+                                                   "IBV_WC_REM_ABORT_ERR",
+                                                   "IBV_WC_INV_EECN_ERR",
+                                                   "IBV_WC_INV_EEC_STATE_ERR",
+                                                   "IBV_WC_FATAL_ERR",
+                                                   "IBV_WC_RESP_TIMEOUT_ERR",
+                                                   "IBV_WC_GENERAL_ERR",
+                                                   "IBV_WC_TM_ERR",
+                                                   "IBV_WC_TM_RNDV_INCOMPLETE"};
     const auto index = static_cast<std::size_t>(status);
     return index < names.size() ? names.at(index) : "an unknown status";
 }
 
 // Polls until `want` completions came or the deadline passed; prints each, in wr_id order (a
 // flush completes the send and the receive queue in no set order). Returns how many.
-int reap(ibv_cq* cq, const char* side, int want, Clock::time_point since, Clock::time_point deadline,
-         bool write_first) {
+int reap(ibv_cq* cq, const char* side, int want, Clock::time_point since,
+         Clock::time_point deadline, bool write_first) {
     std::vector<std::pair<ibv_wc, double>> got;
     while (static_cast<int>(got.size()) < want && Clock::now() < deadline) {
         ibv_wc wc{};
@@ -410,7 +428,8 @@ int reap(ibv_cq* cq, const char* side, int want, Clock::time_point since, Clock:
             std::this_thread::sleep_for(std::chrono::microseconds(100));
             continue;
         }
-        got.emplace_back(wc, std::chrono::duration<double, std::milli>(Clock::now() - since).count());
+        got.emplace_back(wc,
+                         std::chrono::duration<double, std::milli>(Clock::now() - since).count());
     }
     std::sort(got.begin(), got.end(),
               [](const auto& a, const auto& b) { return a.first.wr_id < b.first.wr_id; });
@@ -458,7 +477,8 @@ struct Resources {  // parent first: C++ destroys them in reverse
 };
 
 Resources make(const Options& o, int access) {
-    Resources r{open_device(o.device), {}, std::vector<char>(3 * o.size, 'x'), {}, {}, {}};
+    Resources r{
+        open_device(o.device), {}, std::vector<char>(std::size_t{3} * o.size, 'x'), {}, {}, {}};
     r.pd = created(ibv_alloc_pd(r.device.context.get()), "ibv_alloc_pd");
     r.mr = created(ibv_reg_mr(r.pd.get(), r.memory.data(), r.memory.size(), access), "ibv_reg_mr");
     r.cq = created(ibv_create_cq(r.device.context.get(), 16, nullptr, nullptr, 0), "ibv_create_cq");
@@ -491,8 +511,13 @@ void responder(const Options& o) {
     //! [responder_access]
     Resources r = make(o, access);
     const std::uint32_t size = o.size;
-    Peer me{"-", r.qp->qp_num, 0x200000, r.device.port.lid, r.mr->rkey,
-            reinterpret_cast<std::uintptr_t>(r.memory.data()), r.device.gid.gid};
+    Peer me{"-",
+            r.qp->qp_num,
+            0x200000,
+            r.device.port.lid,
+            r.mr->rkey,
+            reinterpret_cast<std::uintptr_t>(r.memory.data()),
+            r.device.gid.gid};
     send_all(conn.fd, line_of(me));
     //! [responder_mtu]
     const bool mtu_fault = *fault == Fault::mtu_send || *fault == Fault::mtu_write;
@@ -506,7 +531,7 @@ void responder(const Options& o) {
     int posted = 0;
     if (*fault != Fault::no_recv && *fault != Fault::no_recv_forever) {
         post_recv(r.qp.get(), kRecv, r.memory.data() + size, length, r.mr->lkey);
-        post_recv(r.qp.get(), kRecv2, r.memory.data() + 2 * size, length, r.mr->lkey);
+        post_recv(r.qp.get(), kRecv2, r.memory.data() + std::size_t{2} * size, length, r.mr->lkey);
         posted = 2;
         std::printf("responder: 2 receives of %u bytes posted\n", length);
     }
@@ -517,20 +542,21 @@ void responder(const Options& o) {
     if (*fault == Fault::no_recv_forever) {  // late: the requester meanwhile gets RNR NAKs
         std::this_thread::sleep_for(std::chrono::seconds(1));
         post_recv(r.qp.get(), kRecv, r.memory.data() + size, length, r.mr->lkey);
-        post_recv(r.qp.get(), kRecv2, r.memory.data() + 2 * size, length, r.mr->lkey);
+        post_recv(r.qp.get(), kRecv2, r.memory.data() + std::size_t{2} * size, length, r.mr->lkey);
         posted = 2;
         std::printf("responder: 2 receives posted, 1 s late\n");
     }
     // The requester says "done" when its own completions are in.
-    if (read_line(conn.fd, deadline)) { /* done */ }
-    int got = reap(r.cq.get(), "responder", posted, start, Clock::now() + std::chrono::milliseconds(200),
-                   false);
+    if (read_line(conn.fd, deadline)) { /* done */
+    }
+    int got = reap(r.cq.get(), "responder", posted, start,
+                   Clock::now() + std::chrono::milliseconds(200), false);
     // A QP in ERR flushes every receive still posted: wait for those.
     if (std::strcmp(state_name(r.qp.get()), "ERR") == 0) {
         got += reap(r.cq.get(), "responder", posted - got, start, deadline, false);
     }
-    std::printf("responder: QP state %s; %d of %d receives completed\n", state_name(r.qp.get()), got,
-                posted);
+    std::printf("responder: QP state %s; %d of %d receives completed\n", state_name(r.qp.get()),
+                got, posted);
     print_async_events(r.device.context.get(), "responder");
 }
 

@@ -5,8 +5,8 @@
 #   wrong-lkey: 6.1 completes the SEND with IBV_WC_LOC_QP_OP_ERR, 6.12 with IBV_WC_WR_FLUSH_ERR;
 #   mtu-send:   6.1 delivers a SEND longer than the responder's path MTU, 6.12 refuses it
 #               (IBV_WC_REM_INV_REQ_ERR on the requester's SEND and on the responder's receive);
-#   no-recv-forever (rnr_retry 7, the receives 1 s late): 6.1 fails the SEND with
-#               IBV_WC_RETRY_EXC_ERR after retry_cnt ACK timeouts, 6.12 retries until it lands.
+#   no-recv-forever (rnr_retry 7, the receives 1 s late): 6.12 retries until it lands; 6.1
+#               may fail the SEND with IBV_WC_RETRY_EXC_ERR, depending on timing (not asserted).
 #   wc_failures_local.sh BIN KERNEL   (registered once per kernel: label kernel_6.1, kernel_6.12)
 # shellcheck source=/dev/null
 source "$TESTLIB"
@@ -71,7 +71,7 @@ fault mtu-send
 fault no-recv-forever
 case $kernel in
     6.1)
-        completes requester no-recv-forever "SEND 1" IBV_WC_RETRY_EXC_ERR
+        # no-recv-forever: 6.1's outcome depends on timing (the page's note): not asserted.
         completes requester wrong-lkey "SEND 1" IBV_WC_LOC_QP_OP_ERR
         completes requester mtu-send "SEND 1" IBV_WC_SUCCESS
         completes requester mtu-send "SEND 2" IBV_WC_SUCCESS

@@ -11,8 +11,9 @@ source "$TESTLIB"
 require_peer
 require_kernel 6.1
 build=$1
-faults=(none peer-gone wrong-gid no-recv no-recv-forever wrong-rkey no-remote-access wrong-lkey
-        short-recv mtu-send mtu-write)
+# (no-recv-forever is left out: on 6.1 its outcome depends on timing; the page says so.)
+faults=(none peer-gone wrong-gid no-recv wrong-rkey no-remote-access wrong-lkey short-recv mtu-send
+        mtu-write)
 names=()
 for f in "${faults[@]}"; do names+=("wire_failures_${f//-/_}"); done
 mkdir "$TEST_TMP/new"
@@ -91,18 +92,6 @@ expect_packets no-recv a '^ACK RNR NAK' 4
 moved no-recv a send_rnr_err 4
 moved no-recv b rcvd_rnr_err 4
 moved no-recv b retry_rnr_exceeded_err 1
-
-# no-recv-forever: rnr_retry 7, and the receives posted 1 s late. RNR NAKs again and again; on
-# 6.1 the ACK timer runs on through them, and after retry_cnt (3) of its 67 ms the SEND fails
-# with RETRY_EXC_ERR, not an RNR status (6.12 retries until the receive: wc_failures_local_6.12).
-completes no-recv-forever requester "SEND 1" IBV_WC_RETRY_EXC_ERR
-expect_match no-recv-forever out '^responder: QP state RTS; 0 of 2 receives completed$'
-sent=$(field no-recv-forever out '^host a: send_rnr_err \+([0-9]+)$')
-taken=$(field no-recv-forever out '^host b: rcvd_rnr_err \+([0-9]+)$')
-((sent > 4 && sent == taken)) || fail "no-recv-forever: host a sent $sent RNR NAKs, host b counted $taken"
-moved no-recv-forever b completer_retry_err 3
-moved no-recv-forever b retry_exceeded_err 1
-echo "no-recv-forever: $sent RNR NAKs, then the ACK timer's retries ran out"
 
 # wrong-rkey and no-remote-access: a NAK "remote access error"; both QPs go to ERR.
 for f in wrong-rkey no-remote-access; do

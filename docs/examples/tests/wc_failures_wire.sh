@@ -68,10 +68,11 @@ completes peer-gone requester "SEND 2" IBV_WC_WR_FLUSH_ERR
 completes peer-gone requester "RECV 100" IBV_WC_WR_FLUSH_ERR
 expect_packets peer-gone b '^SEND_ONLY' 4
 expect_packets peer-gone a '' 0
-for gap in $(gaps peer-gone); do
+peer_gaps=$(gaps peer-gone)
+for gap in $peer_gaps; do
     [[ ${gap%.*} -ge 60 && ${gap%.*} -lt 1000 ]] || fail "peer-gone: SEND 1 sent again after $gap ms; the ACK timeout is 67 ms"
 done
-echo "peer-gone: SEND 1 sent again after $(gaps peer-gone)ms"
+echo "peer-gone: SEND 1 sent again after ${peer_gaps}ms"
 moved peer-gone b retry_exceeded_err 1
 moved peer-gone b completer_retry_err 3
 

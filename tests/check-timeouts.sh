@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # tests/check-timeouts.sh BUILD_DIR: every CTest test in BUILD_DIR has a TIMEOUT property (> 0),
 # so that nothing can hang CI. Names every test without one; exits 1 then.
+# tests/check-timeouts.sh --list BUILD_DIR: prints "NAME TIMEOUT" for every test instead (the time
+# table of tools/run-tests names the tests that took more than half of theirs).
 # (It parses `ctest --show-only=json-v1` with CMake's own JSON reader: no extra tool needed.)
 set -euo pipefail
-build_dir=${1:?usage: tests/check-timeouts.sh BUILD_DIR}
+list=0
+[[ ${1:-} == --list ]] && { list=1; shift; }
+build_dir=${1:?usage: tests/check-timeouts.sh [--list] BUILD_DIR}
 ctest=${CTEST_COMMAND:-ctest}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/timeouts.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -30,10 +34,15 @@ if(count GREATER 0)
                 endforeach()
             endif()
         endif()
-        if(NOT timeout GREATER 0)
+        if(LIST)
+            message("${name} ${timeout}")
+        elseif(NOT timeout GREATER 0)
             list(APPEND missing "${name}")
         endif()
     endforeach()
+endif()
+if(LIST)
+    return()
 endif()
 list(LENGTH missing nmissing)
 if(nmissing GREATER 0)
@@ -47,4 +56,8 @@ if(count EQUAL 0)
 endif()
 message("every test has a TIMEOUT: ${count} tests")
 CMAKE
-cmake -DJSON="$tmp/tests.json" -P "$tmp/check.cmake"
+if ((list)); then
+    cmake -DJSON="$tmp/tests.json" -DLIST=1 -P "$tmp/check.cmake" 2>&1
+else
+    cmake -DJSON="$tmp/tests.json" -P "$tmp/check.cmake"
+fi

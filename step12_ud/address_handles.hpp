@@ -1,0 +1,110 @@
+// Step 12: address handles. One per destination address, not per peer, kept in a cache; the
+// server makes its own from the completions of what it received.
+#pragma once
+
+#include "errors.hpp"
+#include "gid.hpp"
+#include "local_port.hpp"
+#include "verbs_raii.hpp"
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <system_error>
+#include <utility>
+
+namespace tutorial {
+
+//! [peer_address]
+// The address vector of a peer we know by its GID (RoCE, or InfiniBand with a GRH) or its LID:
+// the same fields an RC QP takes at RTR, here given to an address handle instead.
+[[nodiscard]] inline ibv_ah_attr peer_address(const LocalPort& port, int ib_port,
+                                              const GidBytes& gid, std::uint16_t lid) {
+    ibv_ah_attr attr{};
+    attr.dlid = lid;
+    attr.sl = port.service_level;
+    attr.port_num = static_cast<std::uint8_t>(ib_port);
+    if (port.attr.link_layer == IBV_LINK_LAYER_ETHERNET || !is_zero_gid(gid)) {
+        attr.is_global = 1;
+        attr.grh.hop_limit = 1;
+        std::memcpy(attr.grh.dgid.raw, gid.data(), gid.size());
+        attr.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
+        attr.grh.traffic_class = port.traffic_class;
+    }
+    return attr;
+}
+//! [peer_address]
+
+//! [address_cache]
+// Address handles by sender address. A UD send names its destination in every work request: the
+// address handle, the QP number and the Q_Key. The peers (QPs) on one host share its address, so
+// the cache is keyed by the address alone; the QP number goes in the request. The key is read
+// from the GRH as it is, a few bytes: ibv_init_ah_from_wc, which searches the GID table, runs
+// only for an address not seen before.
+class AddressCache {
+  public:
+    AddressCache(ibv_pd* pd, int ib_port) : pd_(pd), ib_port_(ib_port) {}
+
+    // The handle for the sender of a received message; nullptr once the cache is full.
+    [[nodiscard]] ibv_ah* for_sender(ibv_wc& wc, std::byte* grh) {
+        const Key key = key_of(wc, grh);
+        if (const auto found = handles_.find(key); found != handles_.end()) {
+            return found->second.get();
+        }
+        if (handles_.size() >= kMaxAddresses) { return nullptr; }
+        AddressHandle handle(
+            ibv_create_ah_from_wc(pd_, &wc, reinterpret_cast<ibv_grh*>(grh),
+                                  static_cast<std::uint8_t>(ib_port_)));
+        if (!handle) {
+            throw std::system_error(errno, std::generic_category(), "ibv_create_ah_from_wc");
+        }
+        return handles_.emplace(key, std::move(handle)).first->second.get();
+    }
+
+    [[nodiscard]] std::size_t size() const { return handles_.size(); }
+
+  private:
+    static constexpr std::size_t kMaxAddresses = 1024;
+    // The source and destination addresses: an IPv4 header's at bytes 32-39, a GRH's (or an IPv6
+    // header's) at 8-39; and the source LID, the address without a GRH.
+    using Key = std::pair<std::array<std::byte, 32>, std::uint16_t>;
+    [[nodiscard]] static Key key_of(const ibv_wc& wc, const std::byte* grh) {
+        Key key{{}, wc.slid};
+        if ((wc.wc_flags & IBV_WC_GRH) == 0) { return key; }
+        const bool ipv4 = std::to_integer<int>(grh[20]) >> 4 == 4;
+        std::memcpy(key.first.data(), grh + (ipv4 ? 32 : 8), ipv4 ? 8 : 32);
+        return key;
+    }
+    ibv_pd* pd_;
+    int ib_port_;
+    std::map<Key, AddressHandle> handles_;  // destroyed before the PD: the cache lives shorter
+};
+//! [grh_text]
+// What the device wrote into a receive's first 40 bytes. On RoCE v2 over IPv4 it is the packet's
+// IPv4 header, placed at offset 20 (the first 20 bytes are not defined); over IPv6, the IPv6
+// header fills all 40. Without IBV_WC_GRH (InfiniBand, no GRH sent) nothing is defined there.
+[[nodiscard]] inline std::string grh_text(const ibv_wc& wc, const std::byte* grh) {
+    if ((wc.wc_flags & IBV_WC_GRH) == 0) { return "no GRH: the 40 bytes are not defined"; }
+    char from[INET6_ADDRSTRLEN] = "?", to[INET6_ADDRSTRLEN] = "?";
+    const auto version = [&](std::size_t at) { return std::to_integer<int>(grh[at]) >> 4; };
+    if (version(20) == 4) {
+        inet_ntop(AF_INET, grh + 32, from, sizeof from);  // the IPv4 header's source, then dest
+        inet_ntop(AF_INET, grh + 36, to, sizeof to);
+        return std::string("bytes 20-39 hold an IPv4 header: ") + from + " -> " + to + ", TTL " +
+               std::to_string(std::to_integer<int>(grh[28]));
+    }
+    inet_ntop(AF_INET6, grh + 8, from, sizeof from);
+    inet_ntop(AF_INET6, grh + 24, to, sizeof to);
+    return std::string("bytes 0-39 hold a GRH (an IPv6 header's layout): ") + from + " -> " + to;
+}
+//! [grh_text]
+
+}  // namespace tutorial

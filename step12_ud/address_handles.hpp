@@ -60,9 +60,8 @@ class AddressCache {
             return found->second.get();
         }
         if (handles_.size() >= kMaxAddresses) { return nullptr; }
-        AddressHandle handle(
-            ibv_create_ah_from_wc(pd_, &wc, reinterpret_cast<ibv_grh*>(grh),
-                                  static_cast<std::uint8_t>(ib_port_)));
+        AddressHandle handle(ibv_create_ah_from_wc(pd_, &wc, reinterpret_cast<ibv_grh*>(grh),
+                                                   static_cast<std::uint8_t>(ib_port_)));
         if (!handle) {
             throw std::system_error(errno, std::generic_category(), "ibv_create_ah_from_wc");
         }

@@ -8,8 +8,8 @@
 #include "local_port.hpp"
 #include "options.hpp"
 #include "resources.hpp"
-#include "ud_qp.hpp"
 #include "tcp.hpp"
+#include "ud_qp.hpp"
 #include "wc_status.hpp"
 #include "wire_format.hpp"
 
@@ -142,12 +142,15 @@ struct Peer {
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
         if (port.attr.link_layer == IBV_LINK_LAYER_ETHERNET && is_zero_gid(remote.gid)) {
-            throw TutorialError(kExitPeer, "the peer sent GID :: (all zeros), but RoCE routes by GID",
+            throw TutorialError(kExitPeer,
+                                "the peer sent GID :: (all zeros), but RoCE routes by GID",
                                 "start the peer with a GID index (-g), e.g. ibv_ud_pingpong -g 1");
         }
         ibv_ah_attr attr = peer_address(port, options.ib_port, remote.gid, remote.lid);
         result.ah.reset(ibv_create_ah(resources.pd.get(), &attr));
-        if (!result.ah) { throw std::system_error(errno, std::generic_category(), "ibv_create_ah"); }
+        if (!result.ah) {
+            throw std::system_error(errno, std::generic_category(), "ibv_create_ah");
+        }
         result.qpn = remote.qpn;
     };
     if (!options.host.empty()) {
@@ -158,6 +161,5 @@ struct Peer {
     return result;
 }  // the peer's address is known: TCP has done its job, and the sockets close here
 //! [connect]
-
 
 }  // namespace tutorial

@@ -68,8 +68,8 @@ struct LocalPort {
     return choice->index;
 }
 
-// local_address: our address on the route to the peer (tcp.hpp's local_address_bytes), once there is
-// one.
+// local_address: our address on the route to the peer (tcp.hpp's local_address_bytes), once there
+// is one.
 [[nodiscard]] inline LocalPort query_local_port(
     ibv_context* context, int ib_port, int gid_index, int port_count,
     const std::optional<std::array<std::uint8_t, 16>>& local_address) {
@@ -99,7 +99,8 @@ struct LocalPort {
     return local;
 }
 
-// "GID index 1 (::ffff:10.0.2.1): the local address of the route to the peer", for the programs' output.
+// "GID index 1 (::ffff:10.0.2.1): the local address of the route to the peer", for the programs'
+// output.
 [[nodiscard]] inline std::string gid_choice_line(const LocalPort& port) {
     return "GID index " + std::to_string(port.gid_index) + " (" + format_gid(port.gid) +
            "): " + port.gid_rule;

@@ -37,16 +37,17 @@ namespace tutorial {
 // ibv_ud_pingpong's two summary lines and ib_send_lat's table.
 void print_figures(const Options& options, const PingPongResult& result) {
     std::printf("%s", rc_pingpong_summary(options.size, options.iters, result.usec).c_str());
-    std::printf("%s", latency_table(options.size, options.iters,
-                                    compute_latency_stats(result.round_trips))
-                          .c_str());
+    std::printf(
+        "%s", latency_table(options.size, options.iters, compute_latency_stats(result.round_trips))
+                  .c_str());
 }
 
 //! [qkey_violations]
 // The port counts the datagrams it dropped for a wrong Q_Key (16 bits, it stops at 65535).
 [[nodiscard]] std::uint16_t qkey_violations(ibv_context* context, int ib_port) {
     ibv_port_attr attr{};
-    if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(ib_port), &attr); rc != 0) {
+    if (const int rc = ibv_query_port(context, static_cast<std::uint8_t>(ib_port), &attr);
+        rc != 0) {
         throw std::system_error(rc, std::generic_category(), "ibv_query_port");
     }
     return attr.qkey_viol_cntr;
@@ -54,7 +55,8 @@ void print_figures(const Options& options, const PingPongResult& result) {
 //! [qkey_violations]
 
 void serve(Resources& resources, const Options& options) {
-    const std::uint16_t violations_before = qkey_violations(resources.context.get(), options.ib_port);
+    const std::uint16_t violations_before =
+        qkey_violations(resources.context.get(), options.ib_port);
     std::printf("server: UD QP %u (0x%06x), Q_Key 0x%08x; a client: %s HOST %u\n",
                 resources.qp->qp_num, resources.qp->qp_num, options.qkey, kProgram,
                 resources.qp->qp_num);
@@ -68,9 +70,10 @@ void serve(Resources& resources, const Options& options) {
         if (e.exit_code() != kExitInterrupted) { throw; }
         stopped = e.what();
     }
-    std::printf("server: %lld messages answered, %lld clients finished, %zu address handles; "
-                "%lld refused (too many addresses)\n",
-                counts.answered, counts.finished, addresses.size(), counts.refused);
+    std::printf(
+        "server: %lld messages answered, %lld clients finished, %zu address handles; "
+        "%lld refused (too many addresses)\n",
+        counts.answered, counts.finished, addresses.size(), counts.refused);
     std::printf("port %d: %d datagrams dropped for a wrong Q_Key while we ran (qkey_viol_cntr)\n",
                 options.ib_port,
                 qkey_violations(resources.context.get(), options.ib_port) - violations_before);
@@ -83,7 +86,8 @@ void ping(Resources& resources, const OpenedDevice& opened, const Options& optio
     LocalPort port = query_local_port(resources.context.get(), options.ib_port, options.gid_index,
                                       opened.attr.phys_port_cnt, local_address_bytes(route.socket));
     if (port.attr.link_layer != IBV_LINK_LAYER_ETHERNET) {
-        throw TutorialError(kExitUsage, "on InfiniBand the server's address is its LID, not HOST's IP",
+        throw TutorialError(kExitUsage,
+                            "on InfiniBand the server's address is its LID, not HOST's IP",
                             "use --handshake, which exchanges it over TCP");
     }
     port.service_level = static_cast<std::uint8_t>(options.service_level);

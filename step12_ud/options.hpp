@@ -36,8 +36,8 @@ struct Options {
     int tcp_port = 18515;
     std::string bind_address;  // --handshake server: empty means every address
     int timeout_seconds = 10;
-    int resend_ms = 100;  // a ping without an answer for this long is sent again
-    long long clients = 0;  // server: exit after this many clients said goodbye; 0: run on
+    int resend_ms = 100;     // a ping without an answer for this long is sent again
+    long long clients = 0;   // server: exit after this many clients said goodbye; 0: run on
     bool handshake = false;  // ibv_ud_pingpong's TCP exchange and traffic
     std::string host;        // empty: we are the server
     std::uint32_t server_qpn = 0;
@@ -103,8 +103,8 @@ enum LongOnlyOption {
     const std::string_view digits = hex ? value.substr(2) : value;
     const auto [end, ec] =
         std::from_chars(digits.data(), digits.data() + digits.size(), key, hex ? 16 : 10);
-    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() ||
-        key < min || key > max) {
+    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || key < min ||
+        key > max) {
         char range[64];
         std::snprintf(range, sizeof range, "from %u to %u (0x%x)", min, max, max);
         throw UsageError(std::string(name) + " must be a number " + range +
@@ -125,7 +125,9 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case 'r': options.rx_depth = static_cast<int>(number("--rx-depth", 1, kMaxDepth)); break;
         case 'g': options.gid_index = static_cast<int>(number("--gid-idx", 0, 255)); break;
         case 'l': options.service_level = static_cast<int>(number("--sl", 0, 15)); break;
-        case kOptTclass: options.traffic_class = static_cast<int>(number("--tclass", 0, 255)); break;
+        case kOptTclass:
+            options.traffic_class = static_cast<int>(number("--tclass", 0, 255));
+            break;
         case kOptPkeyIndex:
             options.pkey_index = static_cast<int>(number("--pkey-index", 0, 65535));
             break;
@@ -136,7 +138,9 @@ inline void apply_option(Options& options, int c, std::string_view value) {
         case kOptTimeout:
             options.timeout_seconds = static_cast<int>(number("--timeout", 1, 3600));
             break;
-        case kOptResend: options.resend_ms = static_cast<int>(number("--resend-ms", 1, 60000)); break;
+        case kOptResend:
+            options.resend_ms = static_cast<int>(number("--resend-ms", 1, 60000));
+            break;
         case kOptClients: options.clients = number("--clients", 0, 100000000); break;
         case kOptHandshake: options.handshake = true; break;
         case 'n': options.iters = number("--iters", 1, 100000000); break;

@@ -102,7 +102,9 @@ inline void send_datagram(const Resources& resources, int slot, std::size_t leng
     }
 }
 
-[[nodiscard]] inline int slot_of(const ibv_wc& wc) { return static_cast<int>(wc.wr_id & ~kSendBit); }
+[[nodiscard]] inline int slot_of(const ibv_wc& wc) {
+    return static_cast<int>(wc.wr_id & ~kSendBit);
+}
 [[nodiscard]] inline bool is_send(const ibv_wc& wc) { return (wc.wr_id & kSendBit) != 0; }
 
 // The send times give the figures: one round trip between two consecutive first sends.

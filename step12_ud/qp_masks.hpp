@@ -28,10 +28,8 @@ inline constexpr int kUdRtsMask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 // "IBV_QP_STATE | IBV_QP_PKEY_INDEX | ...", for printing a transition.
 [[nodiscard]] inline std::string attr_mask_text(int mask) {
     static constexpr std::pair<int, const char*> kNames[] = {
-        {IBV_QP_STATE, "IBV_QP_STATE"},
-        {IBV_QP_PKEY_INDEX, "IBV_QP_PKEY_INDEX"},
-        {IBV_QP_PORT, "IBV_QP_PORT"},
-        {IBV_QP_QKEY, "IBV_QP_QKEY"},
+        {IBV_QP_STATE, "IBV_QP_STATE"},   {IBV_QP_PKEY_INDEX, "IBV_QP_PKEY_INDEX"},
+        {IBV_QP_PORT, "IBV_QP_PORT"},     {IBV_QP_QKEY, "IBV_QP_QKEY"},
         {IBV_QP_SQ_PSN, "IBV_QP_SQ_PSN"},
     };
     std::string text;

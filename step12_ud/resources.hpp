@@ -48,11 +48,11 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr,
     }
     // One CQ serves both queues, and the send queue is as deep as the receive queue.
     if (2LL * options.rx_depth > attr.max_cqe) {
-        throw TutorialError(kExitUsage, "--rx-depth " + std::to_string(options.rx_depth) +
-                                            " needs a CQ of " +
-                                            std::to_string(2LL * options.rx_depth) +
-                                            " entries, over the device limit max_cqe = " +
-                                            std::to_string(attr.max_cqe));
+        throw TutorialError(
+            kExitUsage,
+            "--rx-depth " + std::to_string(options.rx_depth) + " needs a CQ of " +
+                std::to_string(2LL * options.rx_depth) +
+                " entries, over the device limit max_cqe = " + std::to_string(attr.max_cqe));
     }
 }
 

@@ -18,7 +18,7 @@
 namespace tutorial {
 
 struct Route {
-    Socket socket;       // connected, never used to send: local_address_bytes() reads it
+    Socket socket;      // connected, never used to send: local_address_bytes() reads it
     GidBytes remote{};  // HOST's address as a RoCE v2 GID
 };
 
@@ -27,15 +27,18 @@ struct Route {
     int last_error = 0;
     for (const addrinfo* a = addresses.list; a != nullptr; a = a->ai_next) {
         Route route{Socket(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)), {}};
-        if (route.socket.get() < 0 || ::connect(route.socket.get(), a->ai_addr, a->ai_addrlen) != 0) {
+        if (route.socket.get() < 0 ||
+            ::connect(route.socket.get(), a->ai_addr, a->ai_addrlen) != 0) {
             last_error = errno;
             continue;
         }
         if (a->ai_family == AF_INET) {
             route.remote[10] = route.remote[11] = 0xff;
-            std::memcpy(&route.remote[12], &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr, 4);
+            std::memcpy(&route.remote[12],
+                        &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr, 4);
         } else {
-            std::memcpy(route.remote.data(), &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, 16);
+            std::memcpy(route.remote.data(),
+                        &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, 16);
         }
         return route;
     }

@@ -48,8 +48,8 @@ inline PingPongResult run_compat(const Resources& resources, const PingPongPlan&
     send_times.reserve(static_cast<std::size_t>(plan.iters));
     const auto send = [&] {
         if (sent >= plan.warmup) { send_times.push_back(Clock::now()); }
-        const auto mark = sent + 1 == total ? std::optional(static_cast<std::uint32_t>(total))
-                                            : std::nullopt;
+        const auto mark =
+            sent + 1 == total ? std::optional(static_cast<std::uint32_t>(total)) : std::nullopt;
         send_datagram(resources, resources.slots - 1, plan.size, peer.ah.get(), peer.qpn, qkey,
                       mark);
         ++sent;
@@ -59,14 +59,13 @@ inline PingPongResult run_compat(const Resources& resources, const PingPongPlan&
     while (received < end || completed < end) {
         const auto wc = poll_until(resources, Clock::now() + plan.timeout);
         if (!wc) {
-            throw TutorialError(kExitTimeout,
-                                "nothing from the peer for " +
-                                    std::to_string(plan.timeout.count()) + " s (after " +
-                                    std::to_string(received) + " of " + std::to_string(total) +
-                                    " messages)",
-                                "is the peer still running, with the same -s? In this mode a lost "
-                                "datagram is never sent again, and one longer than the receive "
-                                "may be dropped without a trace");
+            throw TutorialError(
+                kExitTimeout,
+                "nothing from the peer for " + std::to_string(plan.timeout.count()) + " s (after " +
+                    std::to_string(received) + " of " + std::to_string(total) + " messages)",
+                "is the peer still running, with the same -s? In this mode a lost "
+                "datagram is never sent again, and one longer than the receive "
+                "may be dropped without a trace");
         }
         if (is_send(*wc)) {
             ++completed;

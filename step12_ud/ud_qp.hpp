@@ -52,8 +52,8 @@ inline void ud_qp_to_rts(ibv_qp* qp, int ib_port, std::uint16_t pkey_index, std:
 // The three transitions made, with the attributes each set.
 inline void print_transitions(const ibv_qp& qp, std::uint32_t qkey) {
     const auto line = [&](ibv_qp_state from, ibv_qp_state to) {
-        std::printf("QP 0x%06x: %s -> %s (%s)\n", qp.qp_num, qp_state_text(from),
-                    qp_state_text(to), attr_mask_text(ud_transition_mask(from, to)).c_str());
+        std::printf("QP 0x%06x: %s -> %s (%s)\n", qp.qp_num, qp_state_text(from), qp_state_text(to),
+                    attr_mask_text(ud_transition_mask(from, to)).c_str());
     };
     line(IBV_QPS_RESET, IBV_QPS_INIT);
     line(IBV_QPS_INIT, IBV_QPS_RTR);

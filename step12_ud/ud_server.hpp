@@ -59,9 +59,10 @@ inline void note_client(std::map<std::pair<ibv_ah*, std::uint32_t>, ClientRecord
     if (imm == record.last) { ++record.repeats; }
     record.last = imm;
     if ((imm & kLastBit) != 0) {
-        std::printf("client QPN 0x%06x: last message; %lld messages answered, %lld of them "
-                    "repeats (its ping or our answer was lost)\n",
-                    wc.src_qp, record.messages, record.repeats);
+        std::printf(
+            "client QPN 0x%06x: last message; %lld messages answered, %lld of them "
+            "repeats (its ping or our answer was lost)\n",
+            wc.src_qp, record.messages, record.repeats);
         std::fflush(stdout);
         clients.erase(found);
         ++counts.finished;

@@ -86,6 +86,7 @@ class AddressCache {
     int ib_port_;
     std::map<Key, AddressHandle> handles_;  // destroyed before the PD: the cache lives shorter
 };
+//! [address_cache]
 //! [grh_text]
 // What the device wrote into a receive's first 40 bytes. On RoCE v2 over IPv4 it is the packet's
 // IPv4 header, placed at offset 20 (the first 20 bytes are not defined); over IPv6, the IPv6

@@ -43,17 +43,35 @@ namespace tutorial {
 }
 //! [peer_address]
 
+//! [grh_layout]
+// Which layout the 40 bytes have, decided as libibverbs decides it: a GRH (or an IPv6 header)
+// starts with version 6; else the IPv4 header at byte 20 has version 4. When byte 0 says 6 but
+// bytes 20-39 are an IPv4 header of 20 bytes whose checksum holds, it is IPv4 (bytes 0-19 are not
+// defined then, and may look like anything).
+[[nodiscard]] inline bool ipv4_at_20(const std::byte* grh) {
+    const auto byte = [&](std::size_t i) { return std::to_integer<std::uint32_t>(grh[i]); };
+    if (byte(0) >> 4 != 6) { return byte(20) >> 4 == 4; }
+    if (byte(20) != 0x45) { return false; }
+    std::uint32_t sum = 0;  // the header's 16-bit words, its checksum included, add up to 0xffff
+    for (std::size_t i = 20; i < 40; i += 2) { sum += byte(i) << 8 | byte(i + 1); }
+    while (sum > 0xffff) { sum = (sum & 0xffff) + (sum >> 16); }
+    return sum == 0xffff;
+}
+//! [grh_layout]
+
 //! [address_cache]
 // Address handles by sender address. A UD send names its destination in every work request: the
 // address handle, the QP number and the Q_Key. The peers (QPs) on one host share its address, so
 // the cache is keyed by the address alone; the QP number goes in the request. The key is read
-// from the GRH as it is, a few bytes: ibv_init_ah_from_wc, which searches the GID table, runs
-// only for an address not seen before.
+// from the GRH as it is, a few bytes: ibv_create_ah_from_wc, which searches the GID table (and
+// on RoCE may wait for ARP), runs only for an address not seen before.
 class AddressCache {
   public:
+    AddressCache() = default;
     AddressCache(ibv_pd* pd, int ib_port) : pd_(pd), ib_port_(ib_port) {}
 
-    // The handle for the sender of a received message; nullptr once the cache is full.
+    // The handle for the sender of a received message; nullptr when the cache is full or no
+    // handle can be made for that address (errno says why).
     [[nodiscard]] ibv_ah* for_sender(ibv_wc& wc, std::byte* grh) {
         const Key key = key_of(wc, grh);
         if (const auto found = handles_.find(key); found != handles_.end()) {
@@ -62,9 +80,7 @@ class AddressCache {
         if (handles_.size() >= kMaxAddresses) { return nullptr; }
         AddressHandle handle(ibv_create_ah_from_wc(pd_, &wc, reinterpret_cast<ibv_grh*>(grh),
                                                    static_cast<std::uint8_t>(ib_port_)));
-        if (!handle) {
-            throw std::system_error(errno, std::generic_category(), "ibv_create_ah_from_wc");
-        }
+        if (!handle) { return nullptr; }
         return handles_.emplace(key, std::move(handle)).first->second.get();
     }
 
@@ -78,15 +94,16 @@ class AddressCache {
     [[nodiscard]] static Key key_of(const ibv_wc& wc, const std::byte* grh) {
         Key key{{}, wc.slid};
         if ((wc.wc_flags & IBV_WC_GRH) == 0) { return key; }
-        const bool ipv4 = std::to_integer<int>(grh[20]) >> 4 == 4;
+        const bool ipv4 = ipv4_at_20(grh);
         std::memcpy(key.first.data(), grh + (ipv4 ? 32 : 8), ipv4 ? 8 : 32);
         return key;
     }
-    ibv_pd* pd_;
-    int ib_port_;
-    std::map<Key, AddressHandle> handles_;  // destroyed before the PD: the cache lives shorter
+    ibv_pd* pd_ = nullptr;
+    int ib_port_ = 0;
+    std::map<Key, AddressHandle> handles_;
 };
 //! [address_cache]
+
 //! [grh_text]
 // What the device wrote into a receive's first 40 bytes. On RoCE v2 over IPv4 it is the packet's
 // IPv4 header, placed at offset 20 (the first 20 bytes are not defined); over IPv6, the IPv6
@@ -94,8 +111,7 @@ class AddressCache {
 [[nodiscard]] inline std::string grh_text(const ibv_wc& wc, const std::byte* grh) {
     if ((wc.wc_flags & IBV_WC_GRH) == 0) { return "no GRH: the 40 bytes are not defined"; }
     char from[INET6_ADDRSTRLEN] = "?", to[INET6_ADDRSTRLEN] = "?";
-    const auto version = [&](std::size_t at) { return std::to_integer<int>(grh[at]) >> 4; };
-    if (version(20) == 4) {
+    if (ipv4_at_20(grh)) {
         inet_ntop(AF_INET, grh + 32, from, sizeof from);  // the IPv4 header's source, then dest
         inet_ntop(AF_INET, grh + 36, to, sizeof to);
         return std::string("bytes 20-39 hold an IPv4 header: ") + from + " -> " + to + ", TTL " +

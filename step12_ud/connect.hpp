@@ -115,17 +115,12 @@ inline LocalPort local_port_for(const Resources& resources, const OpenedDevice& 
 }
 
 //! [connect]
-// The peer as a UD send names it: an address handle and a QP number.
-struct Peer {
-    AddressHandle ah;
-    std::uint32_t qpn = 0;
-};
-
 // --handshake, both roles: TCP connect or accept; then the GID that holds the connection's local
-// address, and ibv_ud_pingpong's exchange, which gives the peer's address: the address handle
-// is made from it. Our QP is in RTS already, so it may receive as soon as the peer has our QPN.
-[[nodiscard]] inline Peer connect_to_peer(const Resources& resources, const OpenedDevice& opened,
-                                          const Options& options) {
+// address, and ibv_ud_pingpong's exchange, which gives the peer's address: resources.peer, the
+// address handle, is made from it. Returns the peer's QP number. Our QP is in RTS already, so it
+// may receive as soon as the peer has our QPN.
+[[nodiscard]] inline std::uint32_t connect_to_peer(Resources& resources, const OpenedDevice& opened,
+                                                   const Options& options) {
     const std::chrono::seconds timeout(options.timeout_seconds);
     std::string peer_name;
     Socket listener;  // the server's: it stays open until the handshake is over
@@ -138,7 +133,7 @@ struct Peer {
     local.psn = resources.psn;
     local.gid = port.gid;
     print_address("local address: ", local);
-    Peer result;
+    std::uint32_t peer_qpn = 0;
     const auto connect = [&](const QpEndpointInfo& remote) {
         print_address("remote address:", remote);
         if (port.attr.link_layer == IBV_LINK_LAYER_ETHERNET && is_zero_gid(remote.gid)) {
@@ -147,18 +142,18 @@ struct Peer {
                                 "start the peer with a GID index (-g), e.g. ibv_ud_pingpong -g 1");
         }
         ibv_ah_attr attr = peer_address(port, options.ib_port, remote.gid, remote.lid);
-        result.ah.reset(ibv_create_ah(resources.pd.get(), &attr));
-        if (!result.ah) {
+        resources.peer.reset(ibv_create_ah(resources.pd.get(), &attr));
+        if (!resources.peer) {
             throw std::system_error(errno, std::generic_category(), "ibv_create_ah");
         }
-        result.qpn = remote.qpn;
+        peer_qpn = remote.qpn;
     };
     if (!options.host.empty()) {
         (void)client_handshake(peer, peer_name, local, timeout, connect);
     } else {
         (void)server_handshake(peer, peer_name, local, timeout, connect);
     }
-    return result;
+    return peer_qpn;
 }  // the peer's address is known: TCP has done its job, and the sockets close here
 //! [connect]
 

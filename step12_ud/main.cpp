@@ -61,19 +61,19 @@ void serve(Resources& resources, const Options& options) {
                 resources.qp->qp_num, resources.qp->qp_num, options.qkey, kProgram,
                 resources.qp->qp_num);
     std::fflush(stdout);
-    AddressCache addresses(resources.pd.get(), options.ib_port);
     ServerCounts counts;
     std::string stopped;  // Ctrl-C is how a server with --clients 0 ends: the figures still count
     try {
-        run_server(resources, addresses, options.qkey, options.clients, counts);
+        run_server(resources, options.qkey, options.clients, counts);
     } catch (const TutorialError& e) {
         if (e.exit_code() != kExitInterrupted) { throw; }
         stopped = e.what();
     }
     std::printf(
         "server: %lld messages answered, %lld clients finished, %zu address handles; "
-        "%lld refused (too many addresses)\n",
-        counts.answered, counts.finished, addresses.size(), counts.refused);
+        "%lld refused (no address handle), %lld receives failed\n",
+        counts.answered, counts.finished, resources.addresses.size(), counts.refused,
+        counts.failed);
     std::printf("port %d: %d datagrams dropped for a wrong Q_Key while we ran (qkey_viol_cntr)\n",
                 options.ib_port,
                 qkey_violations(resources.context.get(), options.ib_port) - violations_before);
@@ -94,13 +94,15 @@ void ping(Resources& resources, const OpenedDevice& opened, const Options& optio
     port.traffic_class = static_cast<std::uint8_t>(options.traffic_class);
     std::printf("%s\n", gid_choice_line(port).c_str());
     ibv_ah_attr attr = peer_address(port, options.ib_port, route.remote, 0);
-    const AddressHandle server(ibv_create_ah(resources.pd.get(), &attr));
-    if (!server) { throw std::system_error(errno, std::generic_category(), "ibv_create_ah"); }
+    resources.peer.reset(ibv_create_ah(resources.pd.get(), &attr));
+    if (!resources.peer) {
+        throw std::system_error(errno, std::generic_category(), "ibv_create_ah");
+    }
     std::printf("server:  %s, QPN 0x%06x\n", format_gid(route.remote).c_str(), options.server_qpn);
     std::fflush(stdout);
     ClientCounts counts;
     const PingPongResult result =
-        run_client(resources, plan, server.get(), options.server_qpn, options.qkey, counts);
+        run_client(resources, plan, resources.peer.get(), options.server_qpn, options.qkey, counts);
     print_figures(options, result);
     std::printf("%lld pings sent again after %d ms without an answer; %lld late answers dropped\n",
                 counts.resent, options.resend_ms, counts.duplicates);
@@ -132,8 +134,8 @@ void run(const Options& options) {
     plan.timeout = std::chrono::seconds(options.timeout_seconds);
     plan.resend = std::chrono::milliseconds(options.resend_ms);
     if (options.handshake) {
-        const Peer peer = connect_to_peer(resources, opened, options);
-        print_figures(options, run_compat(resources, plan, peer, options.qkey));
+        const std::uint32_t peer_qpn = connect_to_peer(resources, opened, options);
+        print_figures(options, run_compat(resources, plan, peer_qpn, options.qkey));
     } else if (server) {
         serve(resources, options);
     } else {

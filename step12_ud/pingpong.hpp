@@ -84,22 +84,32 @@ inline void send_datagram(const Resources& resources, int slot, std::size_t leng
 }
 //! [send_datagram]
 
-// One completion, or none by the deadline; a failed one throws, naming it. Ctrl-C throws too.
-[[nodiscard]] inline std::optional<ibv_wc> poll_until(const Resources& resources,
-                                                      Clock::time_point deadline) {
+// One completion, failed or not, or none by the deadline. Ctrl-C throws.
+[[nodiscard]] inline std::optional<ibv_wc> next_completion(const Resources& resources,
+                                                           Clock::time_point deadline) {
     for (long long polls = 1;; ++polls) {
         ibv_wc wc{};
         const int n = ibv_poll_cq(resources.cq.get(), 1, &wc);
         if (n < 0) { throw std::system_error(EIO, std::generic_category(), "ibv_poll_cq"); }
-        if (n == 1) {
-            if (wc.status != IBV_WC_SUCCESS) { throw_wc_error(wc, (wc.wr_id & kSendBit) == 0); }
-            return wc;
-        }
+        if (n == 1) { return wc; }
         if (polls % 256 == 0) {  // now and then: the clock is not free
             throw_if_stopped();
             if (Clock::now() >= deadline) { return std::nullopt; }
         }
     }
+}
+
+// The same, where a failed completion ends the program: it throws, naming the status.
+[[nodiscard]] inline std::optional<ibv_wc> poll_until(const Resources& resources,
+                                                      Clock::time_point deadline) {
+    const std::optional<ibv_wc> wc = next_completion(resources, deadline);
+    if (wc && wc->status != IBV_WC_SUCCESS) { throw_wc_error(*wc, (wc->wr_id & kSendBit) == 0); }
+    return wc;
+}
+
+// The message's length: what the receive got, less the 40 bytes of the GRH.
+[[nodiscard]] inline std::size_t message_length(const ibv_wc& wc) {
+    return wc.byte_len > kGrhBytes ? wc.byte_len - kGrhBytes : 0;
 }
 
 [[nodiscard]] inline int slot_of(const ibv_wc& wc) {

@@ -2,6 +2,7 @@
 // and a buffer of receive slots.
 #pragma once
 
+#include "address_handles.hpp"
 #include "device.hpp"
 #include "enum_text.hpp"
 #include "errors.hpp"
@@ -34,7 +35,8 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr,
     // A datagram is one packet: there is no path MTU to split it by. Check before posting: an
     // oversized UD send may complete with success and send nothing.
     const auto mtu = static_cast<std::size_t>(mtu_bytes(port_attr.active_mtu));
-    if (options.size > mtu) {
+    const bool sends_size = !options.host.empty() || options.handshake;  // not a server's -s
+    if (sends_size && options.size > mtu) {
         throw TutorialError(kExitUsage, "--size " + std::to_string(options.size) +
                                             " is over port " + std::to_string(ib_port) +
                                             "'s active MTU " + std::to_string(mtu) +
@@ -85,13 +87,16 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr,
 inline constexpr std::size_t kGrhBytes = 40;
 
 // Declared parent-first: C++ destroys members in reverse, so teardown runs
-// QP -> CQ -> MR -> buffer -> PD -> context -> device list, each child before its parent.
+// QP -> CQ -> address handles -> MR -> buffer -> PD -> context -> device list. An address handle
+// outlives the QP: a send still queued names it (ibv_post_send(3)).
 struct Resources {
     DeviceList device_list;
     Context context;
     ProtectionDomain pd;
     Buffer buffer;
     MemoryRegion mr;
+    AddressHandle peer;      // a client's one destination
+    AddressCache addresses;  // a server's, one per sender address
     CompletionQueue cq;
     QueuePair qp;
     std::size_t slot_size = 0;  // kGrhBytes + the largest message
@@ -196,6 +201,7 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
     resources.slot_size = kGrhBytes + largest_message;
     resources.slots = options.rx_depth + 1;
     const std::size_t bytes = resources.slot_size * static_cast<std::size_t>(resources.slots);
+    resources.addresses = AddressCache(resources.pd.get(), options.ib_port);
     resources.buffer = allocate_buffer(bytes);
     // Least privilege: only this process's own receives may write into the buffer.
     resources.mr.reset(

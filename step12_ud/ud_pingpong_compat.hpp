@@ -30,9 +30,9 @@ namespace tutorial {
 
 // A receive completed: its message must have our size (the 40 bytes of GRH are not the peer's).
 inline void check_size(const ibv_wc& wc, std::size_t size) {
-    if (wc.byte_len - kGrhBytes != size) {
+    if (message_length(wc) != size) {
         throw TutorialError(kExitPeer,
-                            "received a " + std::to_string(wc.byte_len - kGrhBytes) +
+                            "received a " + std::to_string(message_length(wc)) +
                                 "-byte message, but -s is " + std::to_string(size),
                             "both sides must use the same -s");
     }
@@ -40,7 +40,7 @@ inline void check_size(const ibv_wc& wc, std::size_t size) {
 
 //! [compat_loop]
 inline PingPongResult run_compat(const Resources& resources, const PingPongPlan& plan,
-                                 const Peer& peer, std::uint32_t qkey) {
+                                 std::uint32_t peer_qpn, std::uint32_t qkey) {
     const long long total = plan.warmup + plan.iters;
     long long end = total;  // fewer when the peer's last message comes first
     long long sent = 0, received = 0, completed = 0;
@@ -50,8 +50,8 @@ inline PingPongResult run_compat(const Resources& resources, const PingPongPlan&
         if (sent >= plan.warmup) { send_times.push_back(Clock::now()); }
         const auto mark =
             sent + 1 == total ? std::optional(static_cast<std::uint32_t>(total)) : std::nullopt;
-        send_datagram(resources, resources.slots - 1, plan.size, peer.ah.get(), peer.qpn, qkey,
-                      mark);
+        send_datagram(resources, resources.slots - 1, plan.size, resources.peer.get(), peer_qpn,
+                      qkey, mark);
         ++sent;
     };
     const long long answers = plan.client ? 0 : 1;  // the client sends first

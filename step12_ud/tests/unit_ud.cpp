@@ -75,6 +75,37 @@ TEST(Grh, Ipv6HeaderFillsAll40) {
               "bytes 0-39 hold a GRH (an IPv6 header's layout): fe80::2 -> fe80::1");
 }
 
+// An IPv6 source GID whose byte 12 is 0x45 puts 0x45 at byte 20: still the IPv6 layout, as
+// libibverbs reads it (its byte 0 says version 6, and bytes 20-39 are no IPv4 header).
+TEST(Grh, AnIpv6SourceThatLooksLikeIpv4AtByte20IsStillIpv6) {
+    std::array<std::byte, 40> grh{};
+    grh[0] = std::byte{0x60};
+    grh[20] = std::byte{0x45};
+    EXPECT_FALSE(ipv4_at_20(grh.data()));
+    grh[0] = std::byte{0};
+    EXPECT_TRUE(ipv4_at_20(grh.data()));  // byte 0 is not 6: byte 20's version decides
+}
+
+// Bytes 0-19 are not defined before an IPv4 header: a 6 there does not hide a valid header.
+TEST(Grh, AValidIpv4HeaderWinsOverByte0) {
+    std::array<std::byte, 40> grh{};
+    grh[0] = std::byte{0x60};
+    const std::array<std::uint8_t, 20> header = {0x45, 0, 0,  0x54, 0, 0, 0x40, 0, 64, 17,
+                                                 0,    0, 10, 0,    0, 2, 10,   0, 0,  1};
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i < header.size(); i += 2) {
+        sum += static_cast<std::uint32_t>(header[i] << 8 | header[i + 1]);
+    }
+    while (sum > 0xffff) { sum = (sum & 0xffff) + (sum >> 16); }
+    const auto checksum = static_cast<std::uint16_t>(~sum);
+    for (std::size_t i = 0; i < header.size(); ++i) { grh[20 + i] = std::byte{header[i]}; }
+    grh[30] = static_cast<std::byte>(checksum >> 8);
+    grh[31] = static_cast<std::byte>(checksum & 0xff);
+    EXPECT_TRUE(ipv4_at_20(grh.data()));
+    grh[31] ^= std::byte{1};  // a wrong checksum: the IPv6 layout, as libibverbs decides
+    EXPECT_FALSE(ipv4_at_20(grh.data()));
+}
+
 Options parse(std::vector<std::string> words) {
     std::vector<char*> argv;
     static std::string program = "step12_ud";
@@ -111,6 +142,7 @@ TEST(Options, BadValuesAreUsageErrors) {
     EXPECT_THROW(parse({"--qkey", "-1"}), UsageError);
     EXPECT_THROW(parse({"--handshake", "10.0.0.1", "17"}), UsageError);
     EXPECT_THROW(parse({"--bind", "0.0.0.0"}), UsageError);
+    EXPECT_NO_THROW(parse({"--handshake", "--bind", "0.0.0.0"}));
     EXPECT_THROW(parse({"--clients", "2", "10.0.0.1", "17"}), UsageError);
 }
 

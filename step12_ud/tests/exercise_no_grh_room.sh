@@ -12,8 +12,9 @@ patched=$1 prog=$2
 dev=(-d "$RDMA_DEVICE")
 kernel=$(uname -r)
 mtu=$(ibv_devinfo -d "$RDMA_DEVICE" | sed -nE 's/^[[:space:]]+active_mtu:[[:space:]]+([0-9]+).*/\1/p' | head -n 1)
-run_cmd server timeout 60 "$patched" "${dev[@]}" --clients 1 &
+run_cmd server env --default-signal=INT "$patched" "${dev[@]}" --clients 1 &
 server=$!
+server_pid=$(program_pid "$server")
 wait_for_line server out '^server: UD QP [0-9]+ ' 30
 qpn=$(field server out '^server: UD QP ([0-9]+) .*')
 run_cmd client "$prog" "${dev[@]}" -s "$mtu" --timeout 2 -n 5 127.0.0.1 "$qpn"
@@ -26,7 +27,7 @@ case $kernel in
         expect_line server err "step12_ud: receive failed: IBV_WC_LOC_QP_OP_ERR (local QP operation error)"
         ;;
     6.12.*)
-        kill -INT "$server"
+        kill -INT "$server_pid"
         wait "$server" || true
         expect_exit server 130
         expect_line server out "server: 0 messages answered, 0 clients finished, 0 address handles; 0 refused (no address handle), 0 receives failed"

@@ -9,14 +9,22 @@ require_device
 prog=$1
 dev=(-d "$RDMA_DEVICE")
 
-# start_server NAME [OPTIONS...]: a server in the background; sets qpn and server_pid.
-start_server() {
+# start NAME [OPTIONS...]: the program in the background, SIGINT at its default (a background job
+# of a script starts with it ignored, and the program keeps an ignored SIGINT ignored); sets
+# shell (run_cmd's subshell, to wait for) and pid (the program, to signal).
+start() {
     local name=$1
     shift
-    run_cmd "$name" timeout 120 "$prog" "${dev[@]}" "$@" &
-    server_pid=$!
-    wait_for_line "$name" out '^server: UD QP [0-9]+ ' 30
-    qpn=$(field "$name" out '^server: UD QP ([0-9]+) .*')
+    run_cmd "$name" env --default-signal=INT "$prog" "${dev[@]}" "$@" &
+    shell=$!
+    pid=$(program_pid "$shell")
+}
+# start_server NAME [OPTIONS...]: a server; sets qpn, server_shell and server_pid.
+start_server() {
+    start "$@"
+    server_shell=$shell server_pid=$pid
+    wait_for_line "$1" out '^server: UD QP [0-9]+ ' 30
+    qpn=$(field "$1" out '^server: UD QP ([0-9]+) .*')
 }
 
 # 1. Over the MTU: refused before anything is posted (no IB MTU is over 4096).
@@ -32,7 +40,7 @@ expect_exit qk_client 7
 expect_line qk_client err "step12_ud: no answer to ping 0 for 2 s"
 expect_line qk_client err "hint: is the server running, with this QP number and the same --qkey? A datagram to a wrong QP or Q_Key is dropped without a trace"
 run_cmd qk_good "$prog" "${dev[@]}" -n 5 127.0.0.1 "$qpn"
-wait "$server_pid"
+wait "$server_shell"
 expect_exit qk_good 0
 expect_exit qk_server 0
 dropped=$(field qk_server out '^port 1: ([0-9]+) datagrams dropped for a wrong Q_Key while we ran \(qkey_viol_cntr\)$')
@@ -45,38 +53,37 @@ client=$!
 sleep 1
 kill -KILL "$server_pid"
 wait "$client"
-wait "$server_pid" || true
+wait "$server_shell" || true
 expect_exit kill_client 7
 expect_match kill_client err '^step12_ud: no answer to ping [0-9]+ for 2 s$'
 
 # 4. A client killed mid-run: nothing to break on the server's side; it answers the next client,
 # and Ctrl-C ends it with its figures (exit 130).
 start_server gone_server
-run_cmd gone_client "$prog" "${dev[@]}" -n 100000000 127.0.0.1 "$qpn" &
-client=$!
+start gone_client -n 100000000 127.0.0.1 "$qpn"
 sleep 1
-kill -KILL "$client"
-wait "$client" || true
+kill -KILL "$pid"
+wait "$shell" || true
 run_cmd next_client "$prog" "${dev[@]}" -n 20 127.0.0.1 "$qpn"
 expect_exit next_client 0
 kill -INT "$server_pid"
-wait "$server_pid" || true
+wait "$server_shell" || true
 expect_exit gone_server 130
 expect_line gone_server err "step12_ud: interrupted by SIGINT"
 expect_match gone_server out '^server: [0-9]+ messages answered, 1 clients finished, 1 address handles; 0 refused \(no address handle\), 0 receives failed$'
 
 # 5. Ctrl-C on a client mid-run.
 start_server int_server --clients 1
-run_cmd int_client "$prog" "${dev[@]}" -n 100000000 127.0.0.1 "$qpn" &
-client=$!
+start int_client -n 100000000 127.0.0.1 "$qpn"
 sleep 1
-kill -INT "$client"
-wait "$client" || true
+kill -INT "$pid"
+wait "$shell" || true
 expect_exit int_client 130
 expect_line int_client err "step12_ud: interrupted by SIGINT"
 kill -INT "$server_pid"
-wait "$server_pid" || true
+wait "$server_shell" || true
 expect_exit int_server 130
+expect_line int_server err "step12_ud: interrupted by SIGINT"
 
 # 6. --handshake, -s differs: the server names it; its client, never answered, gives up.
 port=$(new_port)

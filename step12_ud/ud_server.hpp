@@ -69,6 +69,7 @@ class ClientBook {
             if (records_.size() >= kMaxRecords) { return; }
             std::printf("client QPN 0x%06x: first message; GRH: %s\n", wc.src_qp,
                         grh_text(wc, slot).c_str());
+            std::fflush(stdout);
             found = records_.emplace(key, ClientRecord{}).first;
         }
         ClientRecord& record = found->second;

@@ -25,17 +25,22 @@ start_capture ud
 run_cmd clean "$PEER" run --timeout 60 -- "$prog" -s 64 -n 20 "$a" "$qpn"
 expect_exit clean 0
 
-# 2. A run with a second of loss in its middle.
-job=$("$PEER" start -- "$prog" -s 64 -n 400 --timeout 30 "$a" "$qpn") ||
+# 2. A run with a second of loss in its middle: it starts once the second client's first message
+# is in (the run takes seconds more: 5000 pings), and the capture stops soon after the loss, so
+# that tshark has few packets to decode.
+job=$("$PEER" start -- "$prog" -s 64 -n 5000 --timeout 30 "$a" "$qpn") ||
     fail "lab/peer could not start the client on host b"
-wait_for_line server out '^client QPN 0x[0-9a-f]+: first message.*' 30
-sleep 0.5
+for ((i = 0; i < 300; i++)); do
+    (($(grep -c ': first message' "$TEST_TMP/server.out") >= 2)) && break
+    sleep 0.1
+done
 tc qdisc add dev eth0 root netem loss 100% || fail "cannot make eth0 drop what it sends (tc, netem)"
 sleep 1
 tc qdisc del dev eth0 root
+sleep 0.2
+stop_capture ud
 run_cmd lossy "$PEER" wait --timeout 60 "$job"
 wait "$server"
-stop_capture ud
 
 expect_exit lossy 0
 resent=$(field lossy out '^([0-9]+) pings sent again after 100 ms without an answer; [0-9]+ late answers dropped$')

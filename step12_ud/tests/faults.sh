@@ -50,6 +50,7 @@ dropped=$(field qk_server out '^port 1: ([0-9]+) datagrams dropped for a wrong Q
 start_server kill_server
 run_cmd kill_client "$prog" "${dev[@]}" --timeout 2 -n 100000000 127.0.0.1 "$qpn" &
 client=$!
+wait_for_line kill_client out '^server:  ' 30
 sleep 1
 kill -KILL "$server_pid"
 wait "$client"
@@ -61,6 +62,7 @@ expect_match kill_client err '^step12_ud: no answer to ping [0-9]+ for 2 s$'
 # and Ctrl-C ends it with its figures (exit 130).
 start_server gone_server
 start gone_client -n 100000000 127.0.0.1 "$qpn"
+wait_for_line gone_client out '^server:  ' 30
 sleep 1
 kill -KILL "$pid"
 wait "$shell" || true
@@ -75,6 +77,7 @@ expect_match gone_server out '^server: [0-9]+ messages answered, 1 clients finis
 # 5. Ctrl-C on a client mid-run.
 start_server int_server --clients 1
 start int_client -n 100000000 127.0.0.1 "$qpn"
+wait_for_line int_client out '^server:  ' 30  # its handlers are in place, its pings flowing
 sleep 1
 kill -INT "$pid"
 wait "$shell" || true

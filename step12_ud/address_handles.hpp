@@ -44,10 +44,9 @@ namespace tutorial {
 //! [peer_address]
 
 //! [grh_layout]
-// Which layout the 40 bytes have, decided as libibverbs decides it: a GRH (or an IPv6 header)
-// starts with version 6; else the IPv4 header at byte 20 has version 4. When byte 0 says 6 but
-// bytes 20-39 are an IPv4 header of 20 bytes whose checksum holds, it is IPv4 (bytes 0-19 are not
-// defined then, and may look like anything).
+// The 40 bytes' layout, as libibverbs decides it: a GRH (or IPv6 header) starts with version 6,
+// else byte 20 starts an IPv4 header. Bytes 0-19 are undefined before an IPv4 header, so a 6 there
+// loses to a 20-byte IPv4 header at byte 20 whose checksum holds.
 [[nodiscard]] inline bool ipv4_at_20(const std::byte* grh) {
     const auto byte = [&](std::size_t i) { return std::to_integer<std::uint32_t>(grh[i]); };
     if (byte(0) >> 4 != 6) { return byte(20) >> 4 == 4; }
@@ -60,11 +59,10 @@ namespace tutorial {
 //! [grh_layout]
 
 //! [address_cache]
-// Address handles by sender address. A UD send names its destination in every work request: the
-// address handle, the QP number and the Q_Key. The peers (QPs) on one host share its address, so
-// the cache is keyed by the address alone; the QP number goes in the request. The key is read
-// from the GRH as it is, a few bytes: ibv_create_ah_from_wc, which searches the GID table (and
-// on RoCE may wait for ARP), runs only for an address not seen before.
+// Address handles by sender address. A UD send names its destination (address handle, QP number,
+// Q_Key) in every work request, and the QPs on one host share its address: the key is the address
+// alone, a few bytes of the GRH. ibv_create_ah_from_wc, which searches the GID table (and on RoCE
+// may wait for ARP), runs only for an address not seen before.
 class AddressCache {
   public:
     AddressCache() = default;

@@ -74,8 +74,7 @@ void serve(Resources& resources, const Options& options) {
         "%lld refused (no address handle), %lld receives failed\n",
         counts.answered, counts.finished, resources.addresses.size(), counts.refused,
         counts.failed);
-    // Port-wide (other programs' drops count too); stuck at 65535, and reset by an SM or a
-    // reset of the counter, which would make the difference negative: 0 then.
+    // Port-wide (other programs' drops count too), stuck at 65535; a reset makes it negative.
     const int violations =
         qkey_violations(resources.context.get(), options.ib_port) - violations_before;
     std::printf("port %d: %d datagrams dropped for a wrong Q_Key while we ran (qkey_viol_cntr)\n",

@@ -19,6 +19,8 @@ namespace tutorial {
 constexpr const char* kProgram = "step12_ud";
 
 //! [parse_options]
+// A buffer larger than this is a typo, not a tutorial exercise.
+constexpr long long kMaxBufferSize = 1LL << 30;
 constexpr long long kMaxDepth = 1LL << 24;
 // ibv_ud_pingpong's Q_Key: the default, so that the two programs can talk.
 constexpr std::uint32_t kDefaultQkey = 0x11111111;
@@ -115,36 +117,46 @@ enum LongOnlyOption {
 
 // One option that getopt_long returned, stored in options; a bad value is a UsageError.
 inline void apply_option(Options& options, int c, std::string_view value) {
-    const auto number = [&](const char* name, long long min, long long max) {
-        return parse_number(value, name, min, max);
-    };
     switch (c) {
         case 'd': options.device_name = value; break;
-        case 'i': options.ib_port = static_cast<int>(number("--ib-port", 1, 255)); break;
-        case 's': options.size = static_cast<std::size_t>(number("--size", 1, 1 << 30)); break;
-        case 'r': options.rx_depth = static_cast<int>(number("--rx-depth", 1, kMaxDepth)); break;
-        case 'g': options.gid_index = static_cast<int>(number("--gid-idx", 0, 255)); break;
-        case 'l': options.service_level = static_cast<int>(number("--sl", 0, 15)); break;
+        case 'i':
+            options.ib_port = static_cast<int>(parse_number(value, "--ib-port", 1, 255));
+            break;
+        case 's':
+            options.size =
+                static_cast<std::size_t>(parse_number(value, "--size", 1, kMaxBufferSize));
+            break;
+        case 'r':
+            options.rx_depth = static_cast<int>(parse_number(value, "--rx-depth", 1, kMaxDepth));
+            break;
+        case 'g':
+            options.gid_index = static_cast<int>(parse_number(value, "--gid-idx", 0, 255));
+            break;
+        case 'l':
+            options.service_level = static_cast<int>(parse_number(value, "--sl", 0, 15));
+            break;
         case kOptTclass:
-            options.traffic_class = static_cast<int>(number("--tclass", 0, 255));
+            options.traffic_class = static_cast<int>(parse_number(value, "--tclass", 0, 255));
             break;
         case kOptPkeyIndex:
-            options.pkey_index = static_cast<int>(number("--pkey-index", 0, 65535));
+            options.pkey_index = static_cast<int>(parse_number(value, "--pkey-index", 0, 65535));
             break;
         // The high bit is left out: a Q_Key with it set is privileged.
         case kOptQkey: options.qkey = parse_key(value, "--qkey", 0, 0x7fffffff); break;
-        case 'p': options.tcp_port = static_cast<int>(number("--port", 1, 65535)); break;
+        case 'p':
+            options.tcp_port = static_cast<int>(parse_number(value, "--port", 1, 65535));
+            break;
         case kOptBind: options.bind_address = value; break;
         case kOptTimeout:
-            options.timeout_seconds = static_cast<int>(number("--timeout", 1, 3600));
+            options.timeout_seconds = static_cast<int>(parse_number(value, "--timeout", 1, 3600));
             break;
         case kOptResend:
-            options.resend_ms = static_cast<int>(number("--resend-ms", 1, 60000));
+            options.resend_ms = static_cast<int>(parse_number(value, "--resend-ms", 1, 60000));
             break;
-        case kOptClients: options.clients = number("--clients", 0, 100000000); break;
+        case kOptClients: options.clients = parse_number(value, "--clients", 0, 100000000); break;
         case kOptHandshake: options.handshake = true; break;
-        case 'n': options.iters = number("--iters", 1, 100000000); break;
-        case kOptWarmup: options.warmup = number("--warmup", 0, 100000000); break;
+        case 'n': options.iters = parse_number(value, "--iters", 1, 100000000); break;
+        case kOptWarmup: options.warmup = parse_number(value, "--warmup", 0, 100000000); break;
         case 'h': options.help = true; break;
     }
 }

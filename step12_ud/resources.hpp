@@ -48,13 +48,10 @@ inline void check_limits(const Options& options, const ibv_device_attr& attr,
                                             " is over the device limit max_qp_wr = " +
                                             std::to_string(attr.max_qp_wr));
     }
-    // One CQ serves both queues, and the send queue is as deep as the receive queue.
-    if (2LL * options.rx_depth > attr.max_cqe) {
-        throw TutorialError(
-            kExitUsage,
-            "--rx-depth " + std::to_string(options.rx_depth) + " needs a CQ of " +
-                std::to_string(2LL * options.rx_depth) +
-                " entries, over the device limit max_cqe = " + std::to_string(attr.max_cqe));
+    // A slot holds a posted receive or a send in flight, never both: one CQ entry per slot.
+    if (options.rx_depth + 1LL > attr.max_cqe) {
+        throw TutorialError(kExitUsage, "--rx-depth + 1 is over the device's max_cqe, " +
+                                            std::to_string(attr.max_cqe));
     }
 }
 
@@ -208,7 +205,7 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
         ibv_reg_mr(resources.pd.get(), resources.buffer.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
     if (!resources.mr) { throw_reg_mr_error(errno, bytes); }
     resources.cq.reset(
-        ibv_create_cq(resources.context.get(), 2 * options.rx_depth, nullptr, nullptr, 0));
+        ibv_create_cq(resources.context.get(), resources.slots, nullptr, nullptr, 0));
     if (!resources.cq) { throw std::system_error(errno, std::generic_category(), "ibv_create_cq"); }
     QueuePairCaps caps;
     resources.qp = create_ud_qp(resources.pd.get(), resources.cq.get(),
@@ -243,7 +240,7 @@ inline void print_resources(const Resources& resources, const Options& options) 
                 resources.slots, resources.slot_size);
     std::printf("MR:      lkey 0x%08x, %zu bytes, access LOCAL_WRITE\n", resources.mr->lkey,
                 resources.mr->length);
-    std::printf("CQ:      %d entries (asked for %d)\n", resources.cq->cqe, 2 * options.rx_depth);
+    std::printf("CQ:      %d entries (asked for %d)\n", resources.cq->cqe, resources.slots);
     print_transitions(*resources.qp, options.qkey);
 }
 

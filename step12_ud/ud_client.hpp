@@ -19,14 +19,13 @@ namespace tutorial {
 
 struct ClientCounts {
     long long resent = 0;      // pings sent again after --resend-ms without an answer
-    long long duplicates = 0;  // answers to a ping already answered (to a resent copy)
+    long long duplicates = 0;  // other datagrams: mostly late answers to a resent ping
 };
 
 //! [client_loop]
-// Ping k carries k in its immediate data, the last one kLastBit too; the server answers with the
-// same number. A ping not answered within plan.resend is sent again, the same number; an answer
-// to an earlier number is a duplicate, counted and dropped. Nothing at all for plan.timeout:
-// the server is gone, or drops what we send (a wrong QPN or Q_Key).
+// Ping k carries k in its immediate data (kLastBit too on the last); the server answers with the
+// same number. A ping not answered within plan.resend is sent again; an answer with another
+// number is counted and dropped. Nothing for plan.timeout: the server is gone, or drops our pings.
 inline PingPongResult run_client(const Resources& resources, const PingPongPlan& plan,
                                  ibv_ah* server, std::uint32_t server_qpn, std::uint32_t qkey,
                                  ClientCounts& counts) {
@@ -51,7 +50,7 @@ inline PingPongResult run_client(const Resources& resources, const PingPongPlan&
         imm = static_cast<std::uint32_t>(k) | (k + 1 == total ? kLastBit : 0);
         if (k >= plan.warmup) { send_times.push_back(Clock::now()); }
         const Clock::time_point give_up = Clock::now() + plan.timeout;
-        bool answered = false;
+        bool answered = false, sent = false;
         while (!answered) {
             while (send_pending && !answered) {  // one send at a time from the one send slot
                 const auto wc = poll_until(resources, give_up);
@@ -59,8 +58,9 @@ inline PingPongResult run_client(const Resources& resources, const PingPongPlan&
                 answered = take(*wc);
             }
             if (!answered && !send_pending) {
+                if (sent) { ++counts.resent; }
                 send_datagram(resources, send_slot, plan.size, server, server_qpn, qkey, imm);
-                send_pending = true;
+                send_pending = sent = true;
                 const Clock::time_point resend_at = std::min(Clock::now() + plan.resend, give_up);
                 while (!answered) {
                     const auto wc = poll_until(resources, resend_at);
@@ -76,7 +76,6 @@ inline PingPongResult run_client(const Resources& resources, const PingPongPlan&
                                     "--qkey? A datagram to a wrong QP or Q_Key is dropped "
                                     "without a trace");
             }
-            if (!answered) { ++counts.resent; }
         }
     }
     return result_from(send_times);

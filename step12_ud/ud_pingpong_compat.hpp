@@ -16,8 +16,7 @@
 
 namespace tutorial {
 
-// A side that receives the peer's last message (marked with immediate data, which
-// ibv_ud_pingpong ignores) before its own last knows that the two -n differ.
+// The peer's last message came before ours: it carries immediate data (ibv_ud_pingpong's not).
 [[nodiscard]] inline TutorialError peer_ended_early(bool client, long long received,
                                                     long long total) {
     return TutorialError(kExitPeer,

@@ -39,17 +39,15 @@ struct ClientRecord {
 };
 using ClientKey = std::pair<ibv_ah*, std::uint32_t>;  // address handle, QP number
 
-// At most this many clients are remembered at once, and as many that ended: the others are
-// answered all the same, without their lines.
+// Clients remembered at once, and ended ones; the others are answered all the same, unnamed.
 inline constexpr std::size_t kMaxRecords = 4096;
 // After the last client's last message, the server answers for this long still: that answer may
 // be lost, and the client then sends its last message again (TCP's TIME_WAIT, for datagrams).
 inline constexpr std::chrono::seconds kLinger{1};
 
 //! [server_answer]
-// A message arrived in a slot: answer it from the same slot, to the QP that sent it (wc.src_qp)
-// at the address that its completion and GRH give, with the same number. The slot's receive is
-// posted again once that send has completed.
+// Answers a message from its own slot, with its number, to the QP that sent it (wc.src_qp) at
+// the address its completion and GRH give. The slot is posted again once that send completes.
 inline void answer(const Resources& resources, ibv_ah* ah, const ibv_wc& wc, std::uint32_t qkey) {
     const std::optional<std::uint32_t> imm =
         (wc.wc_flags & IBV_WC_WITH_IMM) != 0 ? std::optional(ntohl(wc.imm_data)) : std::nullopt;

@@ -103,9 +103,8 @@ class AddressCache {
 //! [address_cache]
 
 //! [grh_text]
-// What the device wrote into a receive's first 40 bytes. On RoCE v2 over IPv4 it is the packet's
-// IPv4 header, placed at offset 20 (the first 20 bytes are not defined); over IPv6, the IPv6
-// header fills all 40. Without IBV_WC_GRH (InfiniBand, no GRH sent) nothing is defined there.
+// What the device wrote into a receive's first 40 bytes: over IPv4 the IPv4 header, at byte 20
+// (0-19 undefined); over IPv6 the IPv6 header, all 40; without IBV_WC_GRH, nothing defined.
 [[nodiscard]] inline std::string grh_text(const ibv_wc& wc, const std::byte* grh) {
     if ((wc.wc_flags & IBV_WC_GRH) == 0) { return "no GRH: the 40 bytes are not defined"; }
     char from[INET6_ADDRSTRLEN] = "?", to[INET6_ADDRSTRLEN] = "?";

@@ -34,7 +34,6 @@
 
 namespace tutorial {
 
-// ibv_ud_pingpong's two summary lines and ib_send_lat's table.
 void print_figures(const Options& options, const PingPongResult& result) {
     std::printf("%s", rc_pingpong_summary(options.size, options.iters, result.usec).c_str());
     std::printf(

@@ -73,7 +73,8 @@ inline void send_datagram(const Resources& resources, int slot, std::size_t leng
     wr.num_sge = 1;
     wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
     wr.imm_data = htonl(imm.value_or(0));
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags =
+        length <= resources.max_inline ? IBV_SEND_SIGNALED | IBV_SEND_INLINE : IBV_SEND_SIGNALED;
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = remote_qpn;
     wr.wr.ud.remote_qkey = qkey;

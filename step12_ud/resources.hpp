@@ -99,6 +99,7 @@ struct Resources {
     std::size_t slot_size = 0;  // kGrhBytes + the largest message
     int slots = 0;              // rx_depth receive slots, then the send slot
     std::uint32_t psn = 0;      // our first send's PSN, set at RTS
+    std::uint32_t max_inline = 0;
 
     [[nodiscard]] std::byte* slot(int index) const {
         return buffer.get() + static_cast<std::size_t>(index) * slot_size;
@@ -170,8 +171,15 @@ struct OpenedDevice {
     init_attr.cap.max_recv_wr = depth;
     init_attr.cap.max_send_sge = 1;
     init_attr.cap.max_recv_sge = 1;
+    init_attr.cap.max_inline_data = 64;
     caps.requested = init_attr.cap;
     QueuePair qp(ibv_create_qp(pd, &init_attr));
+    if (!qp && errno == EINVAL) {
+        // A device may allow less inline data than asked, or none: ask again for none (the
+        // granted caps, printed, show it; sends then go from the registered buffer).
+        init_attr.cap.max_inline_data = 0;
+        qp.reset(ibv_create_qp(pd, &init_attr));
+    }
     if (!qp) { throw std::system_error(errno, std::generic_category(), "ibv_create_qp"); }
     return qp;
 }
@@ -214,6 +222,7 @@ inline void query_queue_pair(ibv_qp* qp, QueuePairCaps& caps) {
     ud_qp_to_rts(resources.qp.get(), options.ib_port,
                  static_cast<std::uint16_t>(options.pkey_index), options.qkey, resources.psn);
     query_queue_pair(resources.qp.get(), caps);
+    resources.max_inline = caps.granted.max_inline_data;
     return caps;
 }
 
@@ -255,6 +264,7 @@ inline void print_queue_pair(const ibv_qp& qp, const QueuePairCaps& caps) {
     row("max_recv_wr", caps.requested.max_recv_wr, caps.granted.max_recv_wr);
     row("max_send_sge", caps.requested.max_send_sge, caps.granted.max_send_sge);
     row("max_recv_sge", caps.requested.max_recv_sge, caps.granted.max_recv_sge);
+    row("max_inline_data", caps.requested.max_inline_data, caps.granted.max_inline_data);
 }
 
 }  // namespace tutorial

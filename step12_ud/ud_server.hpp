@@ -41,8 +41,7 @@ using ClientKey = std::pair<ibv_ah*, std::uint32_t>;  // address handle, QP numb
 
 // Clients remembered at once, and ended ones; the others are answered all the same, unnamed.
 inline constexpr std::size_t kMaxRecords = 4096;
-// After the last client's last message, the server answers for this long still: that answer may
-// be lost, and the client then sends its last message again (TCP's TIME_WAIT, for datagrams).
+// Answering on after the last client's last message: that answer may be lost (TCP's TIME_WAIT).
 inline constexpr std::chrono::seconds kLinger{1};
 
 //! [server_answer]
@@ -91,8 +90,7 @@ class ClientBook {
     std::set<ClientKey> ended_;
 };
 
-// A receive completed in error. On a working QP the message is dropped and the slot posted again;
-// once the QP is in the error state nothing will arrive any more, and the error ends the server.
+// A failed receive: on a working QP, dropped and posted again; once the QP is in error, the end.
 inline void receive_failed(const Resources& resources, const ibv_wc& wc, ServerCounts& counts) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A SIGINT that the parent ignores stays ignored (steps 03-07, 09 and 10): nohup, or a shell that
+# A SIGINT that the parent ignores stays ignored (steps 03-07, 09, 10 and 12): nohup, or a shell that
 # starts a background job without job control, ignores it on purpose. Each server is started
-# with SIGINT ignored and sent one: the servers that wait for one client (steps 03-05, 07) go
+# with SIGINT ignored and sent one: the servers that wait for one client (steps 03-05, 07, 12's --handshake) go
 # on until their --timeout 2 ends the wait (exit 7, not 130); those of steps 06, 09 and 10, which
 # serve until a signal, are still running a second later and stop on SIGTERM (exit 0).
 # usage: inherited_ignore.sh PROGRAM...
@@ -12,7 +12,9 @@ port=$(new_port)
 for prog in "$@"; do
     name=$(basename "$prog")
     port=$((port + 1))
-    env --ignore-signal=INT "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 2 \
+    extra=()
+    [[ $name == step12_ud ]] && extra=(--handshake)  # its TCP server: ibv_ud_pingpong's mode
+    env --ignore-signal=INT "$prog" -d "$RDMA_DEVICE" -p "$port" --timeout 2 "${extra[@]}" \
         >"$TEST_TMP/$name.out" 2>"$TEST_TMP/$name.err" &
     server=$!
     wait_for_listen "$port" 30 "$server"

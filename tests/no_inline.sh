@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A device that allows no inline data (no_inline_qp.so, LD_PRELOAD, refuses max_inline_data above
-# 0 with EINVAL): steps 03-07, 09 and 10 ask again for none and run. Each program's server and
+# 0 with EINVAL): steps 03-07, 09, 10 and 12 ask again for none and run. Each program's server and
 # client, on rxe0, with the injector.
 # usage: no_inline.sh NO_INLINE_QP_SO PROGRAM...
 # shellcheck source=/dev/null
@@ -19,6 +19,7 @@ for prog in "$@"; do
         step03_connect) ;;
         step05_endpoint) args+=(-n 10 -s 64) ;;
         step07_bandwidth) args+=(-n 100 -s 64) ;;
+        step12_ud) args+=(--handshake -n 10 -s 64) ;;  # its pair over TCP: ibv_ud_pingpong's mode
         *) args+=(-n 10 -s 64) ;;
     esac
     serves_on=0  # a server that serves until a signal or --exit-after

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Resource accounting: every step program that exists runs a short, realistic scenario in the lab
-# (a clean run; step04's server and the servers of steps 06, 09 and 10 stopped by SIGINT, the
-# latter three in mid-flood),
+# (a clean run; step04's and step12's servers and those of steps 06, 09 and 10 stopped by
+# SIGINT, the latter three in mid-flood),
 # and afterwards `rdma res show qp|cq|mr|pd` holds nothing that belonged to those processes.
 # The servers of steps 06, 09 and 10 are also checked alive: after 10 clients, a running server
 # holds as many QPs, CQs, MRs and PDs as before its first client (step10's: its shared CQ, its
@@ -179,6 +179,23 @@ scenario() {
             ;;
         step07_bandwidth)
             run_pair "$prog" -n 200 -s 4096 -q 2
+            ;;
+        step12_ud)
+            run_pair "$prog" --handshake -n 20
+            # A UD server (no TCP) and one client of its own, by QP number; then the server, which
+            # runs until a signal, gets SIGINT and exits 130.
+            start step12-server "$prog" -d "$RDMA_DEVICE"
+            wait_for_line step12-server out '^server: UD QP [0-9]+ ' 30
+            local qpn
+            qpn=$(field step12-server out '^server: UD QP ([0-9]+) .*')
+            start step12-client "$prog" "${opts[@]}" -n 20 127.0.0.1 "$qpn"
+            finish step12-client
+            expect_exit step12-client 0
+            wait_until_held qp 1 "${pid[step12-server]}"
+            kill -INT "${pid[step12-server]}"
+            finish step12-server
+            expect_exit step12-server 130
+            expect_match step12-server out '^server: [0-9]+ messages answered, 1 clients finished, 1 address handles; '
             ;;
         step06_epoll | step09_coroutines | step10_srq)
             live_server "$prog"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A SIGINT that lands during any TCP wait ends the program at once (steps 03-07, 09 and 10),
+# A SIGINT that lands during any TCP wait ends the program at once (steps 03-07, 09, 10 and 12),
 # however close to the wait it lands. sigint_in_window.so (LD_PRELOAD) raises SIGINT at the program's first POLLIN
 # wait, after its stop-flag check and before the real poll() or ppoll(). A program that checks the
 # flag and then calls poll() waits out its whole --timeout 10 there (and exits 7); one that keeps
@@ -44,6 +44,9 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$port" &
             wait_for_listen "$port" 30 "$listener"
             interrupt "$(basename "$prog")_client" "$prog" 127.0.0.1
             kill "$listener" 2>/dev/null
+            ;;
+        step12_ud)  # only ibv_ud_pingpong's mode waits on TCP
+            interrupt "$(basename "$prog")_server" "$prog" --handshake
             ;;
         *)
             interrupt "$(basename "$prog")_server" "$prog"  # waiting for a client to connect

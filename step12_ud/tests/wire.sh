@@ -19,26 +19,27 @@ run_cmd server timeout 120 "$prog" --clients 2 &
 server=$!
 wait_for_line server out '^server: UD QP [0-9]+ ' 30
 qpn=$(field server out '^server: UD QP ([0-9]+) .*')
-start_capture ud
 
 # 1. A clean run.
+start_capture clean
 run_cmd clean "$PEER" run --timeout 60 -- "$prog" -s 64 -n 20 "$a" "$qpn"
 expect_exit clean 0
+stop_capture clean
 
 # 2. A run with a second of loss in its middle: it starts once the second client's first message
-# is in (the run takes seconds more: 5000 pings), and the capture stops soon after the loss, so
-# that tshark has few packets to decode.
+# is in (the run takes seconds more: 5000 pings). The capture starts just before the loss and
+# stops soon after it, so that tshark has few packets to decode.
 job=$("$PEER" start -- "$prog" -s 64 -n 5000 --timeout 30 "$a" "$qpn") ||
     fail "lab/peer could not start the client on host b"
 for ((i = 0; i < 300; i++)); do
     (($(grep -c ': first message' "$TEST_TMP/server.out") >= 2)) && break
     sleep 0.1
 done
+start_capture loss
 tc qdisc add dev eth0 root netem loss 100% || fail "cannot make eth0 drop what it sends (tc, netem)"
 sleep 1
 tc qdisc del dev eth0 root
-sleep 0.2
-stop_capture ud
+stop_capture loss
 run_cmd lossy "$PEER" wait --timeout 60 "$job"
 wait "$server"
 
@@ -51,17 +52,19 @@ repeats=$(sed -nE 's/^client QPN 0x[0-9a-f]+: last message; [0-9]+ messages answ
 
 # The capture: columns of tools/decode-wire --tsv (3 source, 6 opcode name, 7 QP, 13 AETH
 # syndrome, 18 DETH Q_Key, 19 DETH source QP, 24 immediate data).
-w=$TEST_TMP/ud.wire
-[[ $(capture_dropped ud) == 0 ]] || fail "tcpdump dropped packets: the counts below would not hold"
+w=$TEST_TMP/both.wire
+cat "$TEST_TMP/clean.wire" "$TEST_TMP/loss.wire" >"$w"
+[[ $(capture_dropped clean) == 0 && $(capture_dropped loss) == 0 ]] ||
+    fail "tcpdump dropped packets: the counts below would not hold"
 awk -F'\t' '$13 != "-" {exit 1}' "$w" || fail "a packet carries an AETH: UD acknowledges nothing"
 awk -F'\t' -v b="$b" -v a="$a" '($3 == b || $3 == a) && $6 != "UD_SEND_ONLY_IMM" {exit 1}' "$w" ||
     fail "a packet between the hosts is not a UD_SEND_ONLY_IMM"
 awk -F'\t' -v b="$b" '$3 == b && $18 != "0x11111111" {exit 1}' "$w" ||
     fail "a ping's DETH does not carry the Q_Key 0x11111111"
 clean_qpn=$(awk -F'\t' -v b="$b" '$3 == b {print $19; exit}' "$w")
-answers=$(awk -F'\t' -v a="$a" -v q="$clean_qpn" '$3 == a && $7 == q' "$w" | wc -l)
+answers=$(awk -F'\t' -v a="$a" -v q="$clean_qpn" '$3 == a && $7 == q' "$TEST_TMP/clean.wire" | wc -l)
 ((answers == 20)) || fail "host a sent $answers answers to the first client's QP $clean_qpn, expected 20"
-twice=$(awk -F'\t' -v b="$b" '$3 == b {n[$19 " " $24]++} END {for (k in n) if (n[k] > 1) c++; print c + 0}' "$w")
+twice=$(awk -F'\t' -v b="$b" '$3 == b {n[$19 " " $24]++} END {for (k in n) if (n[k] > 1) c++; print c + 0}' "$TEST_TMP/loss.wire")
 ((twice >= 1)) || fail "no ping number was sent twice by host b"
 echo "pings sent again: $resent; numbers the server saw twice: $repeats; on the wire: $twice"
 echo PASS

@@ -18,7 +18,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # table_packets FILE: the packet rows of a decoded capture, "FROM TO OPCODE PSN ACKREQ SYNDROME
-# MS ms QP 0xQP" a line ("-" for no AckReq or no AETH), and "... N FROM_MS TO_MS" for N frames
+# MS ms QP 0xQP [ImmDt N]" a line ("-" for no AckReq or no AETH), and "... N FROM_MS TO_MS" for N frames
 # left out before a row, between the row before (0.000 at the capture's start) and that row.
 table_packets() {
     awk '/^frame +ms +from -> to / { on = 1; next }
@@ -30,7 +30,9 @@ table_packets() {
                  syn = substr($0, RSTART, RLENGTH); sub(/, MSN [0-9]+$/, "", syn)
              }
              qp = $8; sub(/^0x0*/, "", qp)
-             print $3, $5, $7, $9, ($10 == "AckReq" ? "AckReq" : "-"), syn, $2 " ms", "QP 0x" qp
+             imm = ""
+             if (match($0, /ImmDt [0-9]+/)) imm = " " substr($0, RSTART, RLENGTH)
+             print $3, $5, $7, $9, ($10 == "AckReq" ? "AckReq" : "-"), syn, $2 " ms", "QP 0x" qp imm
          }' "$1"
 }
 
@@ -54,14 +56,16 @@ ladder_packets() {
          /^  [ab]->[ab] \[label="/ {
              split($1, ends, "->")
              label = $0; sub(/^[^"]*"/, "", label); sub(/".*$/, "", label)
-             # The second line: "MS ms, to QP 0xQP".
+             # The second line: "MS ms, to QP 0xQP", and ", ImmDt N" for a UD SEND with immediate data.
              where = label; sub(/^.*\\n/, "", where); sub(/\\n.*$/, "", label)
+             imm = ""
+             if (match(where, /, ImmDt [0-9]+$/)) { imm = " " substr(where, RSTART + 2); where = substr(where, 1, RSTART - 1) }
              split(where, t, /( ms, to | )/)
              syn = "-"
              if (match(label, /\(.*\)$/)) { syn = substr(label, RSTART + 1, RLENGTH - 2); label = substr(label, 1, RSTART - 2) }
              split(label, w, " ")
              print addr[ends[1]], addr[ends[2]], w[1], w[2], (w[3] == "AckReq" ? "AckReq" : "-"), syn,
-                   t[1] " ms", t[2] " " t[3]
+                   t[1] " ms", t[2] " " t[3] imm
          }' "$1"
 }
 
@@ -166,12 +170,12 @@ EOF
 expect "the table" "$tmp/want.table" "$tmp/crafted.table"
 "$decode" --tsv "$tmp/crafted.pcap" >"$tmp/crafted.tsv" 2>&1
 tr ' ' '\t' >"$tmp/want.tsv" <<'EOF'
-1 0.000 192.0.2.2 192.0.2.1 100 UD_SEND_ONLY 0x000012 0x000010 0 - - - - - 74 - 16 0x11111111 0x000034 - - - - -
-2 1.000 192.0.2.2 192.0.2.1 19 CMP_SWAP 0x000011 0x000200 1 - - - - - 86 - 512 - - 0x7f0000001000 0x0000abcd 5 7 -
-3 2.000 192.0.2.1 192.0.2.2 18 ATOMIC_ACK 0x000011 0x000200 0 - - - 31 1 70 - 512 - - - - - - 7
-4 3.000 192.0.2.2 192.0.2.1 20 FETCH_ADD 0x000011 0x000201 1 - - - - - 86 - 513 - - 0x7f0000002000 0x0000abcd 3 0 -
-5 4.000 192.0.2.1 192.0.2.2 17 ACK 0x000011 0x000201 0 - - - 96 1 62 - 513 - - - - - - -
-6 5.000 192.0.2.1 192.0.2.2 17 ACK 0x000011 0x000201 0 - - - 46 1 62 - 513 - - - - - - -
+1 0.000 192.0.2.2 192.0.2.1 100 UD_SEND_ONLY 0x000012 0x000010 0 - - - - - 74 - 16 0x11111111 0x000034 - - - - - -
+2 1.000 192.0.2.2 192.0.2.1 19 CMP_SWAP 0x000011 0x000200 1 - - - - - 86 - 512 - - 0x7f0000001000 0x0000abcd 5 7 - -
+3 2.000 192.0.2.1 192.0.2.2 18 ATOMIC_ACK 0x000011 0x000200 0 - - - 31 1 70 - 512 - - - - - - 7 -
+4 3.000 192.0.2.2 192.0.2.1 20 FETCH_ADD 0x000011 0x000201 1 - - - - - 86 - 513 - - 0x7f0000002000 0x0000abcd 3 0 - -
+5 4.000 192.0.2.1 192.0.2.2 17 ACK 0x000011 0x000201 0 - - - 96 1 62 - 513 - - - - - - - -
+6 5.000 192.0.2.1 192.0.2.2 17 ACK 0x000011 0x000201 0 - - - 46 1 62 - 513 - - - - - - - -
 EOF
 expect "--tsv" "$tmp/want.tsv" "$tmp/crafted.tsv"
 "$decode" --ladder "$tmp/crafted.pcap" >"$tmp/crafted.msc" 2>&1

@@ -56,7 +56,10 @@ expect_summary ud_server 1024 $iters
 expect_summary s12_client 1024 $iters
 expect_table s12_client 1024 $iters
 port=$((port + 1))
-run_cmd s12_server timeout 90 "$prog" "${dev[@]}" --handshake -p "$port" -n $iters &
+# The servers wait 60 s for their client, not the default 10: on a busy lo a dropped SYN is sent
+# again after 1, 3, 7 and 15 s, and a server that gave up at 10 s made ibv_ud_pingpong's late
+# connect fail ("Couldn't connect", once, with the host overloaded).
+run_cmd s12_server timeout 90 "$prog" "${dev[@]}" --handshake --timeout 60 -p "$port" -n $iters &
 wait_for_listen "$port" 30 $!
 run_cmd ud_client timeout 90 ibv_ud_pingpong "${dev[@]}" "${gid[@]}" -p "$port" -n $iters 127.0.0.1
 wait
@@ -66,7 +69,7 @@ expect_summary ud_client 1024 $iters
 
 # 4. step12 with itself in --handshake mode, 1 byte, 20 warm-up iterations left out.
 port=$((port + 1))
-run_cmd hs_server timeout 90 "$prog" "${dev[@]}" --handshake -p "$port" -s 1 -n $iters --warmup 20 &
+run_cmd hs_server timeout 90 "$prog" "${dev[@]}" --handshake --timeout 60 -p "$port" -s 1 -n $iters --warmup 20 &
 wait_for_listen "$port" 30 $!
 run_cmd hs_client timeout 90 "$prog" "${dev[@]}" --handshake -p "$port" -s 1 -n $iters --warmup 20 127.0.0.1
 wait

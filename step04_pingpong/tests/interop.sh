@@ -59,7 +59,7 @@ for size in 1 64 4096 65536; do
     done
 done
 # -t 1: one send in the queue at a time, every send signaled (it used to wait for ever); with
-# -m 1024, whose only other run is in step04_wire, which the ASan pass leaves out.
+# -m 1024, whose other runs are across the wire, which the ASan pass leaves out.
 port=$((port + 1))
 run_cmd t1_server timeout 60 "$prog" -p "$port" -s 64 -n $iters -t 1 -m 1024 --timeout 10 &
 wait_for_listen "$port" 30

@@ -75,8 +75,12 @@ expect_line compat_client err "hint: this client uses -n 200; ibv_rc_pingpong's 
 expect_no_match compat_client err "died or was killed"
 
 # And a client with fewer messages: this server probes the silent peer and names the early end.
+# The server's --timeout also bounds its wait for the client, and ibv_rc_pingpong connects once,
+# only after opening the device and making its QP: on a loaded lab that took more than 3 s, and
+# the client found the port closed ("Couldn't connect"). So 10 s, which this test then waits
+# after the client's end.
 port=$(new_port)
-run_cmd compat_server "$program" "${dev[@]}" -p "$port" -s 64 -n 200 --rc-pingpong-compat --timeout 3 &
+run_cmd compat_server "$program" "${dev[@]}" -p "$port" -s 64 -n 200 --rc-pingpong-compat --timeout 10 &
 server=$!
 wait_for_listen "$port" 30 "$server"
 run_cmd rc_client ibv_rc_pingpong "${dev[@]}" "${gid[@]}" -p "$port" -s 64 -n 100 127.0.0.1

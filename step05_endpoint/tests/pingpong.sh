@@ -56,12 +56,15 @@ done
 
 # --check on the client only: the server's replies do not carry the client's expected pattern,
 # so the client stops at the first one (exit 6, naming the message and the byte). The server
-# then waits for a client that is gone: it ends within its --timeout and a probe.
+# then waits for a client that is gone: it ends within its --timeout and a probe. The client
+# starts first (it retries until the server listens), so that the server's short --timeout only
+# has to cover the run, not the client's start.
 port=$(new_port)
+run_cmd one_check "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 10 --check --timeout 30 127.0.0.1 &
+client=$!
 run_cmd plain_server "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 10 --timeout 3 &
 server=$!
-wait_for_listen "$port" 30 "$server"
-run_cmd one_check "$program" -d "$RDMA_DEVICE" -p "$port" -s 64 -n 10 --check --timeout 30 127.0.0.1
+wait "$client"
 start=$(ms_now)
 wait "$server"
 expect_within "$start" 20 "the plain server's end after the checking client left"

@@ -72,9 +72,10 @@ wait "$server_shell" || true
 expect_exit kill_client 7
 expect_match kill_client err '^step12_ud: no answer to ping [0-9]+ for 2 s$'
 
-# 4. --handshake, -s differs: the server names it; its client, never answered, gives up.
+# 4. --handshake, -s differs: the server names it; its client, never answered, gives up. The
+# server's --timeout bounds its wait for the client too, and it ends at the client's first message.
 port=$(new_port)
-run_cmd s_server "$prog" "${dev[@]}" --handshake -p "$port" -s 512 --timeout 5 &
+run_cmd s_server "$prog" "${dev[@]}" --handshake -p "$port" -s 512 --timeout 30 &
 wait_for_listen "$port" 30 $!
 run_cmd s_client "$prog" "${dev[@]}" --handshake -p "$port" -s 256 --timeout 3 127.0.0.1
 wait

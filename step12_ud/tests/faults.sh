@@ -33,7 +33,7 @@ run_cmd big "$prog" "${dev[@]}" -s 4097 127.0.0.1 17
 expect_exit big 2
 expect_match big err "^step12_ud: --size 4097 is over port 1's active MTU [0-9]+: a UD message must fit in one packet\$"
 
-# 2. One server, three clients that fail in turn, and its Ctrl-C. A wrong Q_Key: the client's
+# 2. One server, four clients that fail in turn, and its Ctrl-C. A wrong Q_Key: the client's
 # datagrams are dropped by the server's QP, without a trace but the port's counter. A client
 # killed mid-run: nothing breaks on the server's side. A client's Ctrl-C mid-run (its handlers
 # are in place once its pings flow). Each next client's answers show the server unharmed; its

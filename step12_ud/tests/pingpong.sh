@@ -56,7 +56,7 @@ expect_summary ud_server 1024 $iters
 expect_summary s12_client 1024 $iters
 expect_table s12_client 1024 $iters
 port=$((port + 1))
-# The servers wait 60 s for their client, not the default 10: on a busy lo a dropped SYN is sent
+# The server waits 60 s for its client, not the default 10: on a busy lo a dropped SYN is sent
 # again after 1, 3, 7 and 15 s, and a server that gave up at 10 s made ibv_ud_pingpong's late
 # connect fail ("Couldn't connect", once, with the host overloaded).
 # step12 leaves its first 20 iterations out of its figures; ibv_ud_pingpong, which has no warm-up,

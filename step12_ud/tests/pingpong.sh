@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # step12_ud: one server answers three clients at once from one UD QP (one address handle, a GRH
-# line per client); --handshake with rdma-core's ibv_ud_pingpong both ways, the second at 1 byte
-# with step12's --warmup (ibv_ud_pingpong's -n counts the warm-up too).
+# line per client); --handshake with rdma-core's ibv_ud_pingpong both ways, the first with -r 1,
+# the second at 1 byte with step12's --warmup (ibv_ud_pingpong's -n counts the warm-up too).
 # shellcheck source=/dev/null
 source "$TESTLIB"
 require_device
@@ -47,10 +47,11 @@ lasts=$(grep -cE "^client QPN 0x[0-9a-f]{6}: last message; [0-9]+ messages answe
 expect_match server out '^port 1: [0-9]+ datagrams dropped for a wrong Q_Key while we ran \(qkey_viol_cntr\)$'
 
 # 2. ibv_ud_pingpong server, step12 client; 3. step12 server, ibv_ud_pingpong client.
+# The client posts one receive (-r 1): with no other posted, it posts it again before it sends.
 port=$(new_port)
 run_cmd ud_server timeout 90 ibv_ud_pingpong "${dev[@]}" "${gid[@]}" -p "$port" -n $iters &
 wait_for_listen "$port" 30 $!
-run_cmd s12_client timeout 90 "$prog" "${dev[@]}" --handshake -p "$port" -n $iters 127.0.0.1
+run_cmd s12_client timeout 90 "$prog" "${dev[@]}" --handshake -r 1 -p "$port" -n $iters 127.0.0.1
 wait
 expect_summary ud_server 1024 $iters
 expect_summary s12_client 1024 $iters

@@ -119,7 +119,8 @@ Task<void> watchdog(Reactor& reactor, const ClientRun& run, std::chrono::seconds
 /// sends nothing on it after the handshake: readable means closed. (A QP that the server
 /// destroyed sends nothing, so without this the client would learn only at --timeout.) It closes
 /// it once its last reply is acked, and that reply may complete after the close is seen: so the
-/// CQ is polled once more, and the client runs before this round's end is judged.
+/// CQ is polled once more, and the client runs before this round's end is judged. With every
+/// reply in, the close ends nothing: only our own sends' completions can still be due.
 Task<void> server_gone(Reactor& reactor, FdWatch& connection, const Socket& server,
                        AsyncEndpoint& ep) {
     do { co_await reactor.readable(connection); } while (!peer_closed(server));
@@ -137,15 +138,18 @@ void run_to_end(Reactor& reactor, Task<void>& task, const Options& o, const Clie
     reactor.spawn(task);
     reactor.spawn(gone);
     reactor.spawn(silent);
-    reactor.run_until(
-        [&] { return task.done() || g_stop_signal != 0 || gone.done() || silent.done(); });
+    const auto reply_missing = [&] { return run.round_trips.size() < o.iters; };
+    reactor.run_until([&] {
+        return task.done() || g_stop_signal != 0 || (gone.done() && reply_missing()) ||
+               silent.done();
+    });
     if (task.done()) {
         task.result();  // rethrows what ended it
         return;
     }
     task.reset();
     throw_if_stopped();  // tcp.hpp's "interrupted by SIGINT", exit 130, as step06
-    if (gone.done()) {
+    if (gone.done() && reply_missing()) {
         throw TutorialError(kExitPeer,
                             "the server closed the connection during the run: it stopped, or "
                             "ended this client's session",

@@ -74,7 +74,7 @@ class CompletionWaiter {
         for (std::size_t i = 0; i < servers_.size(); ++i) {
             if (pingpongs_[i]->complete() || !peer_closed(servers_[i])) { continue; }
             found += drain(ep_, std::span<ibv_wc>(batch_), handle);  // cq_events.hpp's
-            if (!pingpongs_[i]->complete() && pingpongs_[i]->received() < o_.iters) {
+            if (pingpongs_[i]->received() < o_.iters) {              // a reply still missing
                 throw TutorialError(kExitPeer,
                                     "the server closed the connection during the run: it stopped, "
                                     "or ended this client's session",

@@ -56,8 +56,9 @@ inline PingPongResult run_compat(const Resources& resources, const PingPongPlan&
     const long long answers = plan.client ? 0 : 1;  // the client sends first
     // A receive is posted again after the answer is sent, off the round trip, when others are
     // still posted to take the peer's next message; with -r 1, before (a datagram that finds
-    // no receive is dropped). The last slot is the send slot.
-    const bool answer_first = resources.slots - 1 > 1;
+    // no receive is dropped).
+    const int receive_slots = resources.slots - 1;  // the last slot is the send slot
+    const bool answer_first = receive_slots > 1;
     if (plan.client) { send(); }
     while (received < end || completed < end) {
         const auto wc = poll_until(resources, Clock::now() + plan.timeout);

@@ -1,0 +1,183 @@
+// Step 11: one-sided operations on a remote 8-byte word: READ, WRITE, FETCH_AND_ADD and
+// COMPARE_AND_SWAP, and the three ways of counting that the chapter compares.
+// (Work in progress on branch wip-step11: the lesson's verbs, tested by tests/loopback.cpp on one
+// device, two RC QPs connected to each other. Not yet built into the step's program.)
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace tutorial {
+
+/// \brief Where a remote word lives: its address in the peer's MR, and the rkey that grants it.
+struct RemoteWord {
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+};
+
+/// \brief The registered local 8 bytes that a READ of a word, or an atomic's original value,
+/// lands in (and that a WRITE of a word is sent from).
+struct LocalWord {
+    std::uint64_t* value = nullptr;  ///< inside \p mr
+    std::uint32_t lkey = 0;
+};
+
+//! [alignment]
+/// An atomic's remote address must be 8-byte aligned, and its local buffer 8 bytes long
+/// (ibv_post_send(3)); a device refuses the post (rxe: EINVAL) or NAKs the request.
+inline void require_aligned(std::uint64_t remote_addr) {
+    if (remote_addr % 8 != 0) {
+        throw std::invalid_argument("remote address 0x" + [&] {
+            char text[17];
+            std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(remote_addr));
+            return std::string(text);
+        }() + " is not 8-byte aligned: an atomic needs an aligned 8-byte word");
+    }
+}
+//! [alignment]
+
+namespace detail {
+inline void post(ibv_qp* qp, ibv_send_wr& wr) {
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = ibv_post_send(qp, &wr, &bad); rc != 0) {
+        throw std::system_error(rc, std::generic_category(), "ibv_post_send");
+    }
+}
+}  // namespace detail
+
+//! [one_sided]
+/// RDMA READ of \p length bytes at \p from into \p into (registered, lkey \p lkey).
+inline void post_read(ibv_qp* qp, void* into, std::uint32_t length, std::uint32_t lkey,
+                      RemoteWord from, std::uint64_t wr_id) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(into), length, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = from.addr;
+    wr.wr.rdma.rkey = from.rkey;
+    detail::post(qp, wr);
+}
+
+/// RDMA WRITE of \p length bytes from \p from (registered, lkey \p lkey) to \p to.
+inline void post_write(ibv_qp* qp, const void* from, std::uint32_t length, std::uint32_t lkey,
+                       RemoteWord to, std::uint64_t wr_id) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(from), length, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = to.addr;
+    wr.wr.rdma.rkey = to.rkey;
+    detail::post(qp, wr);
+}
+//! [one_sided]
+
+//! [atomics]
+/// FETCH_AND_ADD: the device adds \p add to the word at \p target, as one indivisible step
+/// among all atomics on it, and writes the word's value from before into \p original.
+inline void post_fetch_add(ibv_qp* qp, LocalWord original, RemoteWord target, std::uint64_t add,
+                           std::uint64_t wr_id) {
+    require_aligned(target.addr);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(original.value), 8, original.lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = target.addr;
+    wr.wr.atomic.rkey = target.rkey;
+    wr.wr.atomic.compare_add = add;
+    detail::post(qp, wr);
+}
+
+/// COMPARE_AND_SWAP: if the word at \p target equals \p expected, the device stores \p desired;
+/// either way it writes the word's value from before into \p original. The swap happened
+/// exactly when *original == expected.
+inline void post_compare_swap(ibv_qp* qp, LocalWord original, RemoteWord target,
+                              std::uint64_t expected, std::uint64_t desired, std::uint64_t wr_id) {
+    require_aligned(target.addr);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(original.value), 8, original.lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = target.addr;
+    wr.wr.atomic.rkey = target.rkey;
+    wr.wr.atomic.compare_add = expected;
+    wr.wr.atomic.swap = desired;
+    detail::post(qp, wr);
+}
+//! [atomics]
+
+/// Waits for the completion of the one WR in flight on a QP; throws on a failed one.
+using AwaitCompletion = std::function<void()>;
+
+//! [seqlock]
+/// The record's layout at the target: a lock word, a version word, then the record.
+struct SharedRecord {
+    RemoteWord lock;     ///< 0 free, else the holder's id
+    RemoteWord version;  ///< even: stable; odd: a writer is inside
+    RemoteWord record;   ///< record_bytes long
+    std::uint32_t record_bytes = 0;
+};
+
+/// The writer: take the lock (CAS 0 -> id, again while another holds it), make the version odd,
+/// write the record, make the version even, release the lock. Each step is posted only after the
+/// previous one completed, so the target sees them in this order.
+/// \return how many CAS attempts found the lock held
+inline std::uint64_t seqlock_write(ibv_qp* qp, const SharedRecord& shared, std::uint64_t id,
+                                   LocalWord scratch, const void* record, std::uint32_t lkey,
+                                   const AwaitCompletion& await) {
+    std::uint64_t busy = 0;
+    for (;;) {
+        post_compare_swap(qp, scratch, shared.lock, 0, id, 1);
+        await();
+        if (*scratch.value == 0) { break; }  // the lock was free: it is ours now
+        ++busy;
+    }
+    post_fetch_add(qp, scratch, shared.version, 1, 2);  // odd: readers retry
+    await();
+    post_write(qp, record, shared.record_bytes, lkey, shared.record, 3);
+    await();
+    post_fetch_add(qp, scratch, shared.version, 1, 4);  // even again
+    await();
+    post_compare_swap(qp, scratch, shared.lock, id, 0, 5);
+    await();
+    if (*scratch.value != id) { throw std::logic_error("seqlock_write: the lock was not ours"); }
+    return busy;
+}
+
+/// The reader takes no lock: read the version, the record, the version again; accept the
+/// record only when both versions are equal and even. Each READ is posted after the previous
+/// one completed (two READs in flight may reach memory in either order).
+/// \return how many reads were torn (retried)
+inline std::uint64_t seqlock_read(ibv_qp* qp, const SharedRecord& shared, LocalWord before,
+                                  LocalWord after, void* record, std::uint32_t lkey,
+                                  const AwaitCompletion& await) {
+    for (std::uint64_t torn = 0;; ++torn) {
+        post_read(qp, before.value, 8, before.lkey, shared.version, 6);
+        await();
+        post_read(qp, record, shared.record_bytes, lkey, shared.record, 7);
+        await();
+        post_read(qp, after.value, 8, after.lkey, shared.version, 8);
+        await();
+        if (*before.value == *after.value && *before.value % 2 == 0) { return torn; }
+    }
+}
+//! [seqlock]
+
+}  // namespace tutorial

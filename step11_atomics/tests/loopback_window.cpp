@@ -225,11 +225,19 @@ int main(int argc, char** argv) {
     check(wc.status == IBV_WC_SUCCESS &&
               std::strcmp(reinterpret_cast<char*>(base + kPage), "again") == 0,
           "the new connection writes through it");
-    post_write(q.client.qp, mine, 64, client_mr->lkey, RemoteWord{slice, rkey}, 8);
-    wc = await_wc(q.client.cq);
+    // Bound and valid, with ibv_mw::rkey current: a second bind must fail (the window is not free).
+    const std::uint32_t rkey3 =
+        post_bind(q.server.qp, mw, mr, slice, kPage, IBV_ACCESS_REMOTE_WRITE, 11);
+    wc = await_wc(q.server.cq);
+    std::printf("a bind of a valid window (rkey 0x%x): %s\n", rkey3, ibv_wc_status_str(wc.status));
+    check(wc.status != IBV_WC_SUCCESS, "a valid type-2 window cannot be bound again");
+    check(state_of(q.server.qp) == IBV_QPS_ERR, "the failed bind put its QP in ERR");
+    Pair q2 = pair();
+    post_write(q2.client.qp, mine, 64, client_mr->lkey, RemoteWord{slice, rkey}, 8);
+    wc = await_wc(q2.client.cq);
     check(wc.status == IBV_WC_REM_ACCESS_ERR, "the old rkey stays refused");
 
-    // A bind over the MR's end, and a bind of a valid window again.
+    // A bind over the MR's end.
     Pair r = pair();
     Window over = allocate_window(pd);
     (void)post_bind(r.server.qp, over, mr, slice + 2 * kPage, 2 * kPage, IBV_ACCESS_REMOTE_WRITE,

@@ -1,6 +1,5 @@
 // Step 11: IBV_WR_ATOMIC_WRITE (Linux 6.2 and later on rxe): an 8-byte store that the target
 // places as one piece, through the extended post API.
-// (Work in progress on branch wip-step11; tested by tests/loopback_atomic_write.cpp.)
 #pragma once
 
 #include "atomics.hpp"

@@ -1,7 +1,5 @@
 // Step 11: one-sided operations on a remote 8-byte word: READ, WRITE, FETCH_AND_ADD and
 // COMPARE_AND_SWAP, and the three ways of counting that the chapter compares.
-// (Work in progress on branch wip-step11: the lesson's verbs, tested by tests/loopback.cpp on one
-// device, two RC QPs connected to each other. Not yet built into the step's program.)
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -41,6 +39,18 @@ inline void require_aligned(std::uint64_t remote_addr) {
     }
 }
 //! [alignment]
+
+//! [atomic_cap]
+/// \brief Why a device cannot run this step's atomics, or empty. ibv_query_device(3)'s
+/// atomic_cap: IBV_ATOMIC_NONE, none; IBV_ATOMIC_HCA, atomic among the atomics that go through
+/// this device; IBV_ATOMIC_GLOB, also against the other agents on the memory (the CPU's atomic
+/// instructions).
+[[nodiscard]] inline std::string atomic_cap_refusal(const std::string& device, ibv_atomic_cap cap) {
+    if (cap != IBV_ATOMIC_NONE) { return {}; }
+    return device + " reports atomic_cap IBV_ATOMIC_NONE: it runs no FETCH_AND_ADD or "
+                    "COMPARE_AND_SWAP; use another device (any mlx5, or Soft-RoCE)";
+}
+//! [atomic_cap]
 
 namespace detail {
 inline void post(ibv_qp* qp, ibv_send_wr& wr) {

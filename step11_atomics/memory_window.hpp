@@ -1,6 +1,5 @@
 // Step 11: a type-2 memory window: remote access to one slice of an MR, bound on one QP, that the
 // owner can take back without deregistering the MR.
-// (Work in progress on branch wip-step11; tested by tests/loopback_window.cpp.)
 #pragma once
 
 #include "atomics.hpp"
@@ -12,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -50,6 +51,14 @@ struct Window {
 [[nodiscard]] inline std::uint32_t post_bind(ibv_qp* qp, Window& window, ibv_mr* mr,
                                              std::uint64_t addr, std::uint64_t length,
                                              unsigned access, std::uint64_t wr_id) {
+    // A window past the MR's end fails the bind, and a failed bind moves the QP to ERR: refuse
+    // it here, before anything is posted.
+    const auto mr_start = reinterpret_cast<std::uintptr_t>(mr->addr);
+    if (addr < mr_start || length > mr->length || addr - mr_start > mr->length - length) {
+        throw std::invalid_argument("a window of " + std::to_string(length) + " bytes at offset " +
+                                    std::to_string(addr - mr_start) + " would pass the end of the " +
+                                    std::to_string(mr->length) + "-byte MR");
+    }
     const std::uint32_t rkey = ibv_inc_rkey(window.rkey);
     ibv_send_wr wr{};
     wr.wr_id = wr_id;

@@ -295,9 +295,12 @@ void on_step_done(SeqlockMember& m, const LocalMemory& memory, std::uint32_t i, 
                 m.holder = original;
                 m.held_since = Clock::now();
             } else if (Clock::now() - m.held_since > std::chrono::seconds(o.timeout_seconds)) {
+                char holder[32];
+                std::snprintf(holder, sizeof holder, "0x%" PRIx64, original);
                 throw TutorialError(kExitTimeout,
-                                    "the lock has been held by 0x" + std::to_string(original) +
-                                        " for --timeout: its holder may have died holding it",
+                                    std::string("the lock has been held by ") + holder + " for " +
+                                        std::to_string(o.timeout_seconds) +
+                                        " s (--timeout): its holder may have died holding it",
                                     "a real system gives the lock a lease that expires");
             }
             break;

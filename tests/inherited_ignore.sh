@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A SIGINT that the parent ignores stays ignored (steps 03-07, 09, 10 and 12): nohup, or a shell that
+# A SIGINT that the parent ignores stays ignored (steps 03-07 and 09-12): nohup, or a shell that
 # starts a background job without job control, ignores it on purpose. Each server is started
 # with SIGINT ignored and sent one: the servers that wait for one client (steps 03-05, 07, 12's --handshake) go
 # on until their --timeout 5 ends the wait (exit 7, not 130; 2 s was too short once: on a loaded
 # lab the server listened and gave up between two looks of wait_for_listen's `ss`, and the
-# test saw a server that ended without listening); those of steps 06, 09 and 10, which
+# test saw a server that ended without listening); those of steps 06, 09, 10 and 11, which
 # serve until a signal, are still running a second later and stop on SIGTERM (exit 0).
 # usage: inherited_ignore.sh PROGRAM...
 # shellcheck source=/dev/null
@@ -22,7 +22,7 @@ for prog in "$@"; do
     wait_for_listen "$port" 30 "$server"
     kill -INT "$server"
     case $name in
-        step06_epoll | step09_coroutines | step10_srq)
+        step06_epoll | step09_coroutines | step10_srq | step11_atomics)
             sleep 1
             kill -0 "$server" 2>/dev/null || fail "$name: ended on a SIGINT its parent ignores"
             kill -TERM "$server"

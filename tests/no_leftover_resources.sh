@@ -197,6 +197,38 @@ scenario() {
             expect_exit step12-server 130
             expect_match step12-server out '^server: [0-9]+ messages answered, 1 clients finished, 1 address handles; '
             ;;
+        step11_atomics)
+            # A live server gives back each client's QP and memory window: its counts before the
+            # first client and after five sessions (a read-write client stopped by SIGINT, the
+            # control that holds a QP; fetch-add; cas; the window's two connections) are the same.
+            # Then SIGINT: it exits 0.
+            port=$(new_port)
+            local before after deadline
+            start step11-server "$prog" "${opts[@]}" -p "$port"
+            wait_for_listen "$port" 30
+            before=$(counts "${pid[step11-server]}")
+            start step11-rw "$prog" "${opts[@]}" -p "$port" --op read-write -n 100000000 127.0.0.1
+            wait_until_held qp 1 "${pid[step11-server]}"
+            kill -INT "${pid[step11-rw]}"
+            finish step11-rw
+            expect_exit step11-rw 130
+            for op in fetch-add cas window; do
+                start "step11-$op" "$prog" "${opts[@]}" -p "$port" --op "$op" -n 100 127.0.0.1
+                finish "step11-$op"
+                expect_exit "step11-$op" 0
+            done
+            wait_for_line step11-server out '^server: client 5 ' 30
+            deadline=$((SECONDS + 5))
+            while after=$(counts "${pid[step11-server]}") && [[ $after != "$before" ]] && ((SECONDS < deadline)); do
+                sleep 0.1
+            done
+            echo "step11-server: before the first client: $before; after five sessions: $after"
+            [[ $after == "$before" ]] || fail "step11's server holds $after after its clients, $before before"
+            kill -INT "${pid[step11-server]}"
+            finish step11-server
+            expect_exit step11-server 0
+            expect_line step11-server out "server: windows: 2 bound, 1 invalidated; 0 stale completions"
+            ;;
         step06_epoll | step09_coroutines | step10_srq)
             live_server "$prog"
             # A server with two clients in mid-flood gets SIGINT: it aborts them, tears down and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A SIGINT that lands during any TCP wait ends the program at once (steps 03-07, 09, 10 and 12),
+# A SIGINT that lands during any TCP wait ends the program at once (steps 03-07 and 09-12),
 # however close to the wait it lands. sigint_in_window.so (LD_PRELOAD) raises SIGINT at the program's first POLLIN
 # wait, after its stop-flag check and before the real poll() or ppoll(). A program that checks the
 # flag and then calls poll() waits out its whole --timeout 10 there (and exits 7); one that keeps
@@ -34,7 +34,7 @@ interrupt() {
 
 for prog in "$@"; do
     case $(basename "$prog") in
-        step06_epoll | step09_coroutines | step10_srq)
+        step06_epoll | step09_coroutines | step10_srq | step11_atomics)
             # Their servers wait in epoll; their clients wait in tcp.hpp, here for the handshake
             # of a server that accepts and never answers.
             python3 -c 'import socket, sys, time

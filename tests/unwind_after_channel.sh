@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # B1: a constructor that throws after the completion channel exists unwinds child-first. With
 # fail_create_cq.so (LD_PRELOAD) ibv_create_cq fails right after the endpoint created its channel
-# (step06's client with -e, step09's client, step10's client, which creates its shared CQ before
-# it connects): the program must exit 1 naming the verb, with no "destroy failed" line and no
+# (step06's client with -e, step09's client, step10's and step11's clients, which create their shared
+# CQ before they connect): the program must exit 1 naming the verb, with no "destroy failed" line and no
 # sanitizer report, and the channel must go before its context. When the channel sat before the
 # context's owner, the context was closed first and ibv_destroy_comp_channel then locked its freed
 # mutex; the injector reports that order.

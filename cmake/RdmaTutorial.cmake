@@ -82,8 +82,9 @@ function(_rdma_tutorial_device_test_properties name)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")
 endfunction()
 
-# rdma_tutorial_port_base(VAR): the next test's block of 200 TCP ports, from 10000 up (below the
-# kernel's ephemeral ports, 32768 on), in VAR.
+# rdma_tutorial_port_base(VAR): the next test's block of 200 TCP ports, in VAR: from 10000 up to
+# the kernel's ephemeral ports (32768 to 60999, its default ip_local_port_range), then from 61000
+# up: 112 blocks below them, 22 above.
 function(rdma_tutorial_port_base var)
     get_property(blocks GLOBAL PROPERTY RDMA_TUTORIAL_PORT_BLOCKS)
     if(NOT blocks)
@@ -91,7 +92,10 @@ function(rdma_tutorial_port_base var)
     endif()
     math(EXPR base "10000 + 200 * ${blocks}")
     if(base GREATER 32400)
-        message(FATAL_ERROR "more than 112 device tests: the TCP port blocks reach the ephemeral ports")
+        math(EXPR base "61000 + 200 * (${blocks} - 112)")
+    endif()
+    if(base GREATER 65335)
+        message(FATAL_ERROR "more than 134 device tests: no TCP port block is left outside the ephemeral ports")
     endif()
     math(EXPR blocks "${blocks} + 1")
     set_property(GLOBAL PROPERTY RDMA_TUTORIAL_PORT_BLOCKS ${blocks})

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -133,61 +132,5 @@ inline void post_compare_swap(ibv_qp* qp, LocalWord original, RemoteWord target,
 }
 //! [atomics]
 
-/// Waits for the completion of the one WR in flight on a QP; throws on a failed one.
-using AwaitCompletion = std::function<void()>;
-
-//! [seqlock]
-/// The record's layout at the target: a lock word, a version word, then the record.
-struct SharedRecord {
-    RemoteWord lock;     ///< 0 free, else the holder's id
-    RemoteWord version;  ///< even: stable; odd: a writer is inside
-    RemoteWord record;   ///< record_bytes long
-    std::uint32_t record_bytes = 0;
-};
-
-/// The writer: take the lock (CAS 0 -> id, again while another holds it), make the version odd,
-/// write the record, make the version even, release the lock. Each step is posted only after the
-/// previous one completed, so the target sees them in this order.
-/// \return how many CAS attempts found the lock held
-inline std::uint64_t seqlock_write(ibv_qp* qp, const SharedRecord& shared, std::uint64_t id,
-                                   LocalWord scratch, const void* record, std::uint32_t lkey,
-                                   const AwaitCompletion& await) {
-    std::uint64_t busy = 0;
-    for (;;) {
-        post_compare_swap(qp, scratch, shared.lock, 0, id, 1);
-        await();
-        if (*scratch.value == 0) { break; }  // the lock was free: it is ours now
-        ++busy;
-    }
-    post_fetch_add(qp, scratch, shared.version, 1, 2);  // odd: readers retry
-    await();
-    post_write(qp, record, shared.record_bytes, lkey, shared.record, 3);
-    await();
-    post_fetch_add(qp, scratch, shared.version, 1, 4);  // even again
-    await();
-    post_compare_swap(qp, scratch, shared.lock, id, 0, 5);
-    await();
-    if (*scratch.value != id) { throw std::logic_error("seqlock_write: the lock was not ours"); }
-    return busy;
-}
-
-/// The reader takes no lock: read the version, the record, the version again; accept the
-/// record only when both versions are equal and even. Each READ is posted after the previous
-/// one completed (two READs in flight may reach memory in either order).
-/// \return how many reads were torn (retried)
-inline std::uint64_t seqlock_read(ibv_qp* qp, const SharedRecord& shared, LocalWord before,
-                                  LocalWord after, void* record, std::uint32_t lkey,
-                                  const AwaitCompletion& await) {
-    for (std::uint64_t torn = 0;; ++torn) {
-        post_read(qp, before.value, 8, before.lkey, shared.version, 6);
-        await();
-        post_read(qp, record, shared.record_bytes, lkey, shared.record, 7);
-        await();
-        post_read(qp, after.value, 8, after.lkey, shared.version, 8);
-        await();
-        if (*before.value == *after.value && *before.value % 2 == 0) { return torn; }
-    }
-}
-//! [seqlock]
 
 }  // namespace tutorial

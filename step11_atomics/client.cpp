@@ -240,8 +240,9 @@ struct SeqlockTally {
 };
 //! [seqlock_steps]
 
-/// How long a writer waits between records, for each writer.
+/// How long a writer waits between records, for each writer, while there are readers.
 constexpr std::chrono::microseconds kWriterRest{200};
+constexpr std::chrono::microseconds kNoRest{0};
 
 //! [seqlock_post]
 void post_step(const Link& link, const SeqlockMember& m, const LocalMemory& memory,
@@ -340,9 +341,9 @@ void on_step_done(SeqlockMember& m, const LocalMemory& memory, std::uint32_t i, 
 //! [cas]
 /// The seqlock run. Every connection goes at its own pace: each step is posted as soon as the
 /// one before it completed, and the device interleaves the connections' requests at the
-/// target. Between two records a writer rests kWriterRest for each writer, so that the record
-/// stands still most of the time, as a read-mostly record does; readers read until the writers
-/// are done.
+/// target. With readers, a writer rests kWriterRest for each writer between two records, so that
+/// the record stands still most of the time, as a read-mostly record does; readers read until
+/// the writers are done.
 int run_cas(std::vector<Link>& links, SharedCompletionQueue& cq, const LocalMemory& memory,
             const Options& o) {
     const auto c = static_cast<std::uint32_t>(links.size());
@@ -386,7 +387,7 @@ int run_cas(std::vector<Link>& links, SharedCompletionQueue& cq, const LocalMemo
             const bool record_done = m.step == Step::unlock;
             on_step_done(m, memory, i, writers_left == 0, tally, o);
             if (m.step != Step::finished && record_done) {
-                resting[i] = Clock::now() + kWriterRest * (c - readers);
+                resting[i] = Clock::now() + (readers > 0 ? kWriterRest * (c - readers) : kNoRest);
                 return;
             }
             if (m.step != Step::finished) {

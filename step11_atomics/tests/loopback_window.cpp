@@ -1,6 +1,6 @@
-// Step 11 (work in progress): memory_window.hpp on one device, each "client" an RC QP connected to
-// a QP of the "server" on the same device, all reaching one MR. Usage: loopback [DEVICE] Prints
-// each result; exits 1 when a check fails.
+// Step 11: the window rules the chapter states, on one device: each "client" an RC QP connected
+// to a QP of the "server" on the same device, all reaching one MR. Usage: loopback_window DEVICE.
+// Prints each result; exits 1 when a check fails.
 #include "../memory_window.hpp"
 
 #include <infiniband/verbs.h>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -237,13 +238,29 @@ int main(int argc, char** argv) {
     wc = await_wc(q2.client.cq);
     check(wc.status == IBV_WC_REM_ACCESS_ERR, "the old rkey stays refused");
 
-    // A bind over the MR's end.
+    // A bind over the MR's end: post_bind() refuses it; posted as it is, the device fails it.
     Pair r = pair();
     Window over = allocate_window(pd);
-    (void)post_bind(r.server.qp, over, mr, slice + 2 * kPage, 2 * kPage, IBV_ACCESS_REMOTE_WRITE,
-                    10);
+    bool refused = false;
+    try {
+        (void)post_bind(r.server.qp, over, mr, slice + 2 * kPage, 2 * kPage,
+                        IBV_ACCESS_REMOTE_WRITE, 10);
+    } catch (const std::invalid_argument& e) {
+        refused = true;
+        std::printf("post_bind: %s\n", e.what());
+    }
+    check(refused, "post_bind refuses a window over the MR's end before posting");
+    ibv_send_wr wr{};
+    wr.wr_id = 10;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = over.mw.get();
+    wr.bind_mw.rkey = ibv_inc_rkey(over.rkey);
+    wr.bind_mw.bind_info = {mr, slice + 2 * kPage, 2 * kPage, IBV_ACCESS_REMOTE_WRITE};
+    detail::post(r.server.qp, wr);
     wc = await_wc(r.server.cq);
-    std::printf("a bind over the MR's end: %s\n", ibv_wc_status_str(wc.status));
+    std::printf("a bind over the MR's end, posted: %s\n", ibv_wc_status_str(wc.status));
     check(wc.status != IBV_WC_SUCCESS, "a bind over the MR's end fails");
+    check(state_of(r.server.qp) == IBV_QPS_ERR, "the failed bind put its QP in ERR");
     return failures == 0 ? 0 : 1;
 }

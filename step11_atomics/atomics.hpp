@@ -46,8 +46,9 @@ inline void require_aligned(std::uint64_t remote_addr) {
 /// instructions).
 [[nodiscard]] inline std::string atomic_cap_refusal(const std::string& device, ibv_atomic_cap cap) {
     if (cap != IBV_ATOMIC_NONE) { return {}; }
-    return device + " reports atomic_cap IBV_ATOMIC_NONE: it runs no FETCH_AND_ADD or "
-                    "COMPARE_AND_SWAP; use another device (any mlx5, or Soft-RoCE)";
+    return device +
+           " reports atomic_cap IBV_ATOMIC_NONE: it runs no FETCH_AND_ADD or "
+           "COMPARE_AND_SWAP; use another device (any mlx5, or Soft-RoCE)";
 }
 //! [atomic_cap]
 
@@ -131,6 +132,5 @@ inline void post_compare_swap(ibv_qp* qp, LocalWord original, RemoteWord target,
     detail::post(qp, wr);
 }
 //! [atomics]
-
 
 }  // namespace tutorial

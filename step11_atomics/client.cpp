@@ -46,8 +46,8 @@ class LocalMemory {
   public:
     LocalMemory(const Device& device, std::uint32_t connections)
         : bytes_(allocate_buffer(kPage * connections)) {
-        mr_.reset(ibv_reg_mr(device.pd(), bytes_.get(), kPage * connections,
-                             IBV_ACCESS_LOCAL_WRITE));
+        mr_.reset(
+            ibv_reg_mr(device.pd(), bytes_.get(), kPage * connections, IBV_ACCESS_LOCAL_WRITE));
         if (!mr_) { throw_reg_mr_error(errno, kPage * connections); }
     }
     /// Connection \p i's word \p k (0..31): 8-byte aligned.
@@ -67,22 +67,12 @@ class LocalMemory {
 /// Opens one connection: a QP that grants nothing, step05's handshake v3 and "done".
 Link open_link(const Device& device, SharedCompletionQueue& cq, const Options& o) {
     Link link;
-    link.connection = std::make_unique<Connection>(device, cq.get(),
-                                                   static_cast<std::uint32_t>(o.tx_depth),
-                                                   *mtu_from_bytes(o.mtu), 0,
-                                                   Exposed{0, kPage, 0});
+    link.connection =
+        std::make_unique<Connection>(device, cq.get(), static_cast<std::uint32_t>(o.tx_depth),
+                                     *mtu_from_bytes(o.mtu), 0, Exposed{0, kPage, 0});
     link.server = connect_to_peer(*link.connection, o.host, static_cast<std::uint16_t>(o.tcp_port),
                                   handshake_settings(o));
     return link;
-}
-
-/// The failed completion, named, with its usual cause.
-[[noreturn]] void throw_failed(const ibv_wc& wc, const char* what) {
-    const std::string cause = wc_status_cause(wc.status, false);
-    throw TutorialError(kExitRdma,
-                        std::string(what) + " failed: " + wc_status_name(wc.status) + " (" +
-                            ibv_wc_status_str(wc.status) + ")",
-                        cause);
 }
 
 /// Polls the CQ until at least \p minimum completions have come, each to \p handle, and returns
@@ -98,7 +88,7 @@ std::uint32_t reap(SharedCompletionQueue& cq, std::uint32_t minimum, const Optio
         const int n = cq.poll(batch);
         for (int k = 0; k < n; ++k) {
             const ibv_wc& wc = batch[static_cast<std::size_t>(k)];
-            if (wc.status != IBV_WC_SUCCESS) { throw_failed(wc, "a one-sided request"); }
+            if (wc.status != IBV_WC_SUCCESS) { throw WorkCompletionError(wc, false); }
             handle(wc);
         }
         taken += static_cast<std::uint32_t>(n);
@@ -187,7 +177,8 @@ int run_fetch_add(std::vector<Link>& links, SharedCompletionQueue& cq, const Loc
     const auto start = Clock::now();
     while (originals.size() < std::uint64_t{o.iters} * c) {
         for (std::uint32_t i = 0; i < c; ++i) {
-            const std::uint32_t window = std::min<std::uint32_t>(o.window, links[i].connection->read_depth());
+            const std::uint32_t window =
+                std::min<std::uint32_t>(o.window, links[i].connection->read_depth());
             while (posted[i] < o.iters && posted[i] - done[i] < window) {
                 const std::uint32_t slot = posted[i]++ % 32;  // its original value's word
                 posted_at[i][slot] = Clock::now();
@@ -199,9 +190,9 @@ int run_fetch_add(std::vector<Link>& links, SharedCompletionQueue& cq, const Loc
             const auto i = static_cast<std::uint32_t>(wc.wr_id);
             const auto slot = static_cast<std::uint32_t>(wc.wr_id >> 32);
             if (o.window == 1) {
-                samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() -
-                                                                            posted_at[i][slot])
-                                      .count());
+                samples.push_back(
+                    std::chrono::duration<double, std::micro>(Clock::now() - posted_at[i][slot])
+                        .count());
             }
             originals.push_back(*memory.word(i, slot).value);
             ++done[i];
@@ -228,8 +219,8 @@ enum class Step { lock, odd, write, even, unlock, version_before, record, versio
 struct SeqlockMember {
     bool writer = false;
     Step step = Step::lock;
-    std::uint64_t id = 0;      // a writer's value in the lock word: its QPN + 1, never 0
-    std::uint32_t written = 0;  // records written (writers)
+    std::uint64_t id = 0;          // a writer's value in the lock word: its QPN + 1, never 0
+    std::uint32_t written = 0;     // records written (writers)
     Clock::time_point held_since;  // when a writer first found the lock held by `holder`
     std::uint64_t holder = 0;
 };
@@ -249,7 +240,9 @@ void post_step(const Link& link, const SeqlockMember& m, const LocalMemory& memo
                std::uint32_t i) {
     const LocalWord scratch = memory.word(i, 0);
     switch (m.step) {
-        case Step::lock: post_compare_swap(link.qp(), scratch, link.at(kLockOffset), 0, m.id, i); break;
+        case Step::lock:
+            post_compare_swap(link.qp(), scratch, link.at(kLockOffset), 0, m.id, i);
+            break;
         case Step::odd:
         case Step::even: post_fetch_add(link.qp(), scratch, link.at(kVersionOffset), 1, i); break;
         case Step::write:
@@ -418,8 +411,8 @@ void exchange(const Link& link, const char (&command)[4], std::span<char> answer
     const std::size_t got = receive_all(link.server, answer, timeout, "the window's answer");
     if (got < answer.size() || !std::equal(tag, tag + 4, answer.begin())) {
         throw TutorialError(kExitPeer,
-                            "the server answered \"" + std::string(command, 4) + "\" with \"" +
-                                printable_bytes(answer.first(got)) + "\"",
+                            "the server answered " + printable_bytes(command) + " with " +
+                                printable_bytes(answer.first(got)),
                             "the server's output says why it ended the session");
     }
 }
@@ -467,18 +460,18 @@ int run_window(const Device& device, SharedCompletionQueue& cq, const LocalMemor
     std::array<char, 4> gone{};
     exchange(link, kInvalidateCommand, gone, kGoneReply, o);
     const ibv_wc_status after = write_once(link, cq, memory, {w.addr, w.rkey}, o);
-    std::printf("client: window: WRITE after the server invalidated it: %s%s\n",
-                wc_status_name(after),
-                after == IBV_WC_REM_ACCESS_ERR ? "; both QPs are in ERR now: connecting again" : "");
+    std::printf(
+        "client: window: WRITE after the server invalidated it: %s%s\n", wc_status_name(after),
+        after == IBV_WC_REM_ACCESS_ERR ? "; both QPs are in ERR now: connecting again" : "");
     if (after != IBV_WC_REM_ACCESS_ERR) { return kExitRdma; }
     link = open_link(device, cq, o);  // the old QP is destroyed here, in ERR
     w = ask_for_window(link, o);
     std::printf("client: window: a new one, rkey 0x%08x\n", w.rkey);
     const ibv_wc_status outside = write_once(link, cq, memory, {w.addr + w.length, w.rkey}, o);
-    std::printf("client: window: WRITE just past its end, inside the server's MR: %s%s\n",
-                wc_status_name(outside),
-                outside == IBV_WC_SUCCESS ? " (the device checked the MR's range, not the window's)"
-                                          : "");
+    std::printf(
+        "client: window: WRITE just past its end, inside the server's MR: %s%s\n",
+        wc_status_name(outside),
+        outside == IBV_WC_SUCCESS ? " (the device checked the MR's range, not the window's)" : "");
     return outside == IBV_WC_SUCCESS || outside == IBV_WC_REM_ACCESS_ERR ? kExitOk : kExitRdma;
 }
 //! [window]
@@ -514,11 +507,25 @@ int run_client(const Options& o) {
             print_address("remote", *c.remote_info());
         }
     }
-    switch (o.op) {
-        case Op::read_write: run_read_write(links, cq, memory, o); return kExitOk;
-        case Op::fetch_add: return run_fetch_add(links, cq, memory, o);
-        case Op::cas: return run_cas(links, cq, memory, o);
-        case Op::window: break;
+    try {
+        switch (o.op) {
+            case Op::read_write: run_read_write(links, cq, memory, o); return kExitOk;
+            case Op::fetch_add: return run_fetch_add(links, cq, memory, o);
+            case Op::cas: return run_cas(links, cq, memory, o);
+            case Op::window: break;
+        }
+    } catch (const TutorialError& e) {
+        // A server that stopped destroyed its QPs: ours retried, then failed. Its TCP close names
+        // the cause.
+        if (e.exit_code() == kExitRdma &&
+            std::any_of(links.begin(), links.end(),
+                        [](const Link& l) { return peer_closed(l.server); })) {
+            throw TutorialError(
+                kExitPeer,
+                std::string("the server closed the connection during the run (") + e.what() + ")",
+                "it stopped, or ended this client's session: its own output says why");
+        }
+        throw;
     }
     return kExitOk;
 }

@@ -158,7 +158,7 @@ void Server::take_command(ClientSession& s) {
             post_local_invalidate(s.connection->qp(), s.window->rkey, kInvalidateWrId);
             s.window_state = W::invalidating;
         } else {
-            fail(s.id, "unexpected command \"" + printable_bytes(command) + "\" (window " +
+            fail(s.id, "unexpected command " + printable_bytes(command) + " (window " +
                            (s.window_state == W::bound ? "bound" : "not bound") + ")");
         }
     }

@@ -56,8 +56,9 @@ struct Window {
     const auto mr_start = reinterpret_cast<std::uintptr_t>(mr->addr);
     if (addr < mr_start || length > mr->length || addr - mr_start > mr->length - length) {
         throw std::invalid_argument("a window of " + std::to_string(length) + " bytes at offset " +
-                                    std::to_string(addr - mr_start) + " would pass the end of the " +
-                                    std::to_string(mr->length) + "-byte MR");
+                                    std::to_string(addr - mr_start) +
+                                    " would pass the end of the " + std::to_string(mr->length) +
+                                    "-byte MR");
     }
     const std::uint32_t rkey = ibv_inc_rkey(window.rkey);
     ibv_send_wr wr{};
@@ -95,20 +96,6 @@ inline void post_local_invalidate(ibv_qp* qp, std::uint32_t rkey, std::uint64_t 
     detail::post(qp, wr);
 }
 
-/// The holder gives the window back itself: a SEND that also asks the receiver's device to
-/// invalidate \p rkey before it completes the receive (the receive's wc.invalidated_rkey).
-inline void post_send_with_invalidate(ibv_qp* qp, const void* from, std::uint32_t length,
-                                      std::uint32_t lkey, std::uint32_t rkey, std::uint64_t wr_id) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(from), length, lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = length > 0 ? 1 : 0;
-    wr.opcode = IBV_WR_SEND_WITH_INV;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = rkey;
-    detail::post(qp, wr);
-}
 //! [invalidate]
 
 }  // namespace tutorial

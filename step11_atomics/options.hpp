@@ -21,10 +21,10 @@ constexpr long long kMaxDepth = 1LL << 24;
 
 /// What the client does to the server's target (--op).
 enum class Op {
-    read_write,    ///< READ the counter, add 1, WRITE it back: the lost update
-    fetch_add,     ///< FETCH_AND_ADD 1: nothing lost
-    cas,           ///< a COMPARE_AND_SWAP lock, a seqlock over a 256-byte record
-    window,        ///< WRITE through a memory window, then through an invalidated one
+    read_write,  ///< READ the counter, add 1, WRITE it back: the lost update
+    fetch_add,   ///< FETCH_AND_ADD 1: nothing lost
+    cas,         ///< a COMPARE_AND_SWAP lock, a seqlock over a 256-byte record
+    window,      ///< WRITE through a memory window, then through an invalidated one
 };
 
 struct Options {
@@ -44,8 +44,8 @@ struct Options {
     std::string host;  // empty: server
     std::string bind_address;
     // server
-    std::uint32_t exit_after = 0;  // 0: serve until SIGINT/SIGTERM
-    int safety_ms = 100;           // epoll_wait's timeout: the safety-net CQ poll runs then
+    std::uint32_t exit_after = 0;    // 0: serve until SIGINT/SIGTERM
+    int safety_ms = 100;             // epoll_wait's timeout: the safety-net CQ poll runs then
     std::uint32_t max_clients = 16;  // one page of the target per client, for its window
     // client
     Op op = Op::fetch_add;
@@ -137,8 +137,8 @@ inline const option kLongOptions[] = {{"ib-dev", required_argument, nullptr, 'd'
     if (arg == "fetch-add") return Op::fetch_add;
     if (arg == "cas") return Op::cas;
     if (arg == "window") return Op::window;
-    throw UsageError("--op must be read-write, fetch-add, cas or window (got '" +
-                     std::string(arg) + "')");
+    throw UsageError("--op must be read-write, fetch-add, cas or window (got '" + std::string(arg) +
+                     "')");
 }
 
 // One option that getopt_long returned, stored in o; a bad value is a UsageError.
@@ -202,8 +202,8 @@ inline void apply_option(Options& o, int c, std::string_view arg) {
 
 /// The options that only a server, or only a client, takes, and the ones that go with one --op.
 inline void check_option_combinations(const Options& o) {
-    const bool client_option = o.connections > 1 || o.window > 1 || o.readers > 0 ||
-                               o.offset > 0 || o.op != Op::fetch_add;
+    const bool client_option =
+        o.connections > 1 || o.window > 1 || o.readers > 0 || o.offset > 0 || o.op != Op::fetch_add;
     if (o.host.empty() && client_option) {
         throw UsageError(
             "--op, --connections, --window, --readers and --offset are client options (give a "
@@ -219,7 +219,8 @@ inline void check_option_combinations(const Options& o) {
         throw UsageError("--window goes with --op fetch-add");
     }
     if (o.readers > 0 && (o.op != Op::cas || o.readers >= o.connections)) {
-        throw UsageError("--readers goes with --op cas, and must leave a writer: below --connections");
+        throw UsageError(
+            "--readers goes with --op cas, and must leave a writer: below --connections");
     }
 }
 

@@ -101,14 +101,4 @@ struct OpenedDevice {
 }
 //! [create_rc_qp]
 
-// What the device granted: it may give more than was asked.
-[[nodiscard]] inline ibv_qp_cap query_queue_pair(ibv_qp* qp) {
-    ibv_qp_attr queried{};
-    ibv_qp_init_attr queried_init{};
-    if (const int rc = ibv_query_qp(qp, &queried, IBV_QP_CAP, &queried_init); rc != 0) {
-        throw std::system_error(rc, std::generic_category(), "ibv_query_qp");
-    }
-    return queried.cap;
-}
-
 }  // namespace tutorial

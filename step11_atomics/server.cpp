@@ -205,17 +205,13 @@ void Server::on_socket(ClientSession& s) {
 
 /// Once the whole handshake message is in: parse it, start the client's RDMA, answer.
 void Server::take_handshake(ClientSession& s) {
-    if (s.state != ClientSession::State::handshake || s.inbox.size() < kHandshakeV3Size) {
-        return;
-    }
+    if (s.state != ClientSession::State::handshake || s.inbox.size() < kHandshakeV3Size) { return; }
     const auto end = s.inbox.begin() + static_cast<std::ptrdiff_t>(kHandshakeV3Size);
     const std::vector<char> message(s.inbox.begin(), end);
     s.inbox.erase(s.inbox.begin(), end);
     try {
         start_rdma(s, decode_handshake_v3(std::as_bytes(std::span(message))));
-    } catch (const TutorialError& e) {
-        reject(s.id, e.what());
-    } catch (const std::exception& e) {
+    } catch (const TutorialError& e) { reject(s.id, e.what()); } catch (const std::exception& e) {
         fail(s.id, e.what());
     }
 }

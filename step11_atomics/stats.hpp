@@ -57,19 +57,6 @@ inline constexpr std::size_t kLatencyMeasureTail = 2;
     return stats;
 }
 
-// ibv_rc_pingpong's two summary lines: both directions' bytes, and the full round trip per iter.
-[[nodiscard]] inline std::string rc_pingpong_summary(std::size_t size, long long iters,
-                                                     double usec) {
-    const long long bytes = static_cast<long long>(size) * iters * 2;
-    char text[160];
-    std::snprintf(text, sizeof text,
-                  "%lld bytes in %.2f seconds = %.2f Mbit/sec\n"
-                  "%lld iters in %.2f seconds = %.2f usec/iter\n",
-                  bytes, usec / 1000000., static_cast<double>(bytes) * 8. / usec, iters,
-                  usec / 1000000., usec / static_cast<double>(iters));
-    return text;
-}
-
 inline constexpr char kResultLine[] =
     "---------------------------------------------------------------------------------------\n";
 

@@ -38,8 +38,8 @@ inline constexpr std::uint64_t kWindowBytes = kPage / 2;
 /// The window commands on a client's TCP connection, after the handshake: 4 bytes each way.
 inline constexpr char kBindCommand[4] = {'B', 'I', 'N', 'D'};        // client: open my window
 inline constexpr char kInvalidateCommand[4] = {'I', 'N', 'V', 'L'};  // client: take it back
-inline constexpr char kWindowReply[4] = {'W', 'N', 'D', 'W'};  // + addr, length (8), rkey (4)
-inline constexpr char kGoneReply[4] = {'G', 'O', 'N', 'E'};    // the window is invalid now
+inline constexpr char kWindowReply[4] = {'W', 'N', 'D', 'W'};        // + addr, length (8), rkey (4)
+inline constexpr char kGoneReply[4] = {'G', 'O', 'N', 'E'};          // the window is invalid now
 inline constexpr std::size_t kWindowReplySize = 4 + 8 + 8 + 4;
 
 /// \brief A window as the server lends it: where it starts, how long it is, and its rkey.
@@ -64,11 +64,13 @@ struct WindowGrant {
 }
 
 /// \brief The reply's fields; the caller has checked its first 4 bytes are "WNDW".
-[[nodiscard]] inline WindowGrant decode_window_reply(std::span<const char, kWindowReplySize> bytes) {
+[[nodiscard]] inline WindowGrant decode_window_reply(
+    std::span<const char, kWindowReplySize> bytes) {
     const auto get = [&](std::size_t at, int size) {
         std::uint64_t value = 0;
         for (int i = 0; i < size; ++i) {
-            value = value << 8 | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
+            value =
+                value << 8 | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
         }
         return value;
     };

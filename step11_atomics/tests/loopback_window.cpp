@@ -19,6 +19,21 @@ using namespace tutorial;
 
 namespace {
 
+/// The holder gives the window back itself: a SEND that also asks the receiver's device to
+/// invalidate \p rkey before it completes the receive (the receive's wc.invalidated_rkey).
+inline void post_send_with_invalidate(ibv_qp* qp, const void* from, std::uint32_t length,
+                                      std::uint32_t lkey, std::uint32_t rkey, std::uint64_t wr_id) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(from), length, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = length > 0 ? 1 : 0;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = rkey;
+    tutorial::detail::post(qp, wr);
+}
+
 int failures = 0;
 void check(bool ok, const char* what) {
     std::printf("%s: %s\n", ok ? "ok" : "FAILED", what);

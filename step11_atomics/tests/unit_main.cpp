@@ -46,16 +46,15 @@ TEST(Options, Refusals) {
         try {
             (void)parse(std::move(args));
             ADD_FAILURE() << "accepted; expected: " << message;
-        } catch (const UsageError& e) {
-            EXPECT_EQ(std::string(e.what()), message);
-        }
+        } catch (const UsageError& e) { EXPECT_EQ(std::string(e.what()), message); }
     };
     refused({"--op", "swap", "h"},
             "--op must be read-write, fetch-add, cas or window (got 'swap')");
     refused({"--op", "cas"},
             "--op, --connections, --window, --readers and --offset are client options (give a "
             "HOST)");
-    refused({"--exit-after", "1", "h"}, "--exit-after and --bind are server options (drop the HOST)");
+    refused({"--exit-after", "1", "h"},
+            "--exit-after and --bind are server options (drop the HOST)");
     refused({"--op", "cas", "--window", "4", "h"}, "--window goes with --op fetch-add");
     refused({"--op", "window", "--connections", "2", "h"},
             "--op window uses one connection: drop --connections");
@@ -66,7 +65,8 @@ TEST(Options, Refusals) {
 }
 
 TEST(Target, LayoutIsAligned) {
-    for (const std::uint64_t offset : {kCounterOffset, kLockOffset, kVersionOffset, kRecordOffset}) {
+    for (const std::uint64_t offset :
+         {kCounterOffset, kLockOffset, kVersionOffset, kRecordOffset}) {
         EXPECT_EQ(offset % 8, 0u) << offset;
     }
     EXPECT_LE(kRecordOffset + kRecordBytes, kPage);

@@ -26,8 +26,13 @@ struct Exposed {
 /// INIT once constructed, in RTS after connect(). The Device and the CQ must outlive it.
 class Connection {
   public:
+    /// \param device the opened device, whose PD the QP belongs to
+    /// \param cq the CQ that both of the QP's queues complete into
+    /// \param tx_depth the send queue's depth
+    /// \param mtu the path MTU asked for (0: the port's active MTU)
     /// \param remote_access the IBV_ACCESS_REMOTE_* flags the peer's one-sided verbs get on this
     ///        QP (the MR must grant them too)
+    /// \param exposed the memory that local_info() advertises
     /// \throws TutorialError kExitUsage (tx depth or MTU over a device limit);
     ///         std::system_error naming the verb
     Connection(const Device& device, ibv_cq* cq, std::uint32_t tx_depth, ibv_mtu mtu,

@@ -53,6 +53,8 @@ struct Qp {
     ibv_qp* qp = nullptr;
 };
 
+std::vector<Qp> created;  // every QP and CQ, destroyed at the end (clean under LeakSanitizer)
+
 Qp make_qp() {
     Qp q;
     q.cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
@@ -73,6 +75,7 @@ Qp make_qp() {
     if (ibv_modify_qp(q.qp, &at,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
         die("INIT");
+    created.push_back(q);
     return q;
 }
 
@@ -277,5 +280,17 @@ int main(int argc, char** argv) {
     std::printf("a bind over the MR's end, posted: %s\n", ibv_wc_status_str(wc.status));
     check(wc.status != IBV_WC_SUCCESS, "a bind over the MR's end fails");
     check(state_of(r.server.qp) == IBV_QPS_ERR, "the failed bind put its QP in ERR");
+    // Child objects first: the windows (a window holds its QP and MR), the QPs and their CQs,
+    // then the MRs, the PD, the device.
+    mw.mw.reset();
+    over.mw.reset();
+    for (auto it = created.rbegin(); it != created.rend(); ++it) {
+        if (ibv_destroy_qp(it->qp) != 0 || ibv_destroy_cq(it->cq) != 0) die("destroy");
+    }
+    if (ibv_dereg_mr(client_mr) != 0 || ibv_dereg_mr(mr) != 0) die("ibv_dereg_mr");
+    std::free(client_memory);
+    std::free(memory);
+    if (ibv_dealloc_pd(pd) != 0 || ibv_close_device(ctx) != 0) die("close");
+    ibv_free_device_list(list);
     return failures == 0 ? 0 : 1;
 }

@@ -26,8 +26,8 @@ struct LocalWord {
 };
 
 //! [alignment]
-/// An atomic's remote address must be 8-byte aligned, and its local buffer 8 bytes long
-/// (ibv_post_send(3)); a device refuses the post (rxe: EINVAL) or NAKs the request.
+/// An atomic's remote address must be 8-byte aligned, and its local buffer 8 bytes long (the
+/// InfiniBand specification); a device refuses the post (rxe: EINVAL) or NAKs the request.
 inline void require_aligned(std::uint64_t remote_addr) {
     if (remote_addr % 8 != 0) {
         throw std::invalid_argument("remote address 0x" + [&] {
@@ -48,7 +48,8 @@ inline void require_aligned(std::uint64_t remote_addr) {
     if (cap != IBV_ATOMIC_NONE) { return {}; }
     return device +
            " reports atomic_cap IBV_ATOMIC_NONE: it runs no FETCH_AND_ADD or "
-           "COMPARE_AND_SWAP; use another device (any mlx5, or Soft-RoCE)";
+           "COMPARE_AND_SWAP; use a device that reports IBV_ATOMIC_HCA or GLOB (Soft-RoCE "
+           "reports HCA)";
 }
 //! [atomic_cap]
 

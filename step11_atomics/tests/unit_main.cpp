@@ -89,7 +89,8 @@ TEST(Target, WindowReplyRoundTrip) {
 TEST(Atomics, AtomicCapNoneIsRefused) {
     EXPECT_EQ(atomic_cap_refusal("mlx5_0", IBV_ATOMIC_NONE),
               "mlx5_0 reports atomic_cap IBV_ATOMIC_NONE: it runs no FETCH_AND_ADD or "
-              "COMPARE_AND_SWAP; use another device (any mlx5, or Soft-RoCE)");
+              "COMPARE_AND_SWAP; use a device that reports IBV_ATOMIC_HCA or GLOB (Soft-RoCE "
+              "reports HCA)");
     EXPECT_EQ(atomic_cap_refusal("rxe0", IBV_ATOMIC_HCA), "");
     EXPECT_EQ(atomic_cap_refusal("mlx5_0", IBV_ATOMIC_GLOB), "");
 }

@@ -52,7 +52,7 @@ class LocalMemory {
     }
     /// Connection \p i's word \p k (0..31): 8-byte aligned.
     [[nodiscard]] LocalWord word(std::uint32_t i, std::uint32_t k) const {
-        return {reinterpret_cast<std::uint64_t*>(page(i) + 8 * k), mr_->lkey};
+        return {reinterpret_cast<std::uint64_t*>(page(i) + std::size_t{8} * k), mr_->lkey};
     }
     /// Connection \p i's record: the second half of its page.
     [[nodiscard]] std::byte* record(std::uint32_t i) const { return page(i) + kPage / 2; }

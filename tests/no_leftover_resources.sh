@@ -199,7 +199,7 @@ scenario() {
             ;;
         step11_atomics)
             # A live server gives back each client's QP and memory window: its counts before the
-            # first client and after five sessions (a read-write client stopped by SIGINT, the
+            # first client and after five sessions (a read-write client stopped by SIGTERM, the
             # control that holds a QP; fetch-add; cas; the window's two connections) are the same.
             # Then SIGINT: it exits 0.
             port=$(new_port)
@@ -209,8 +209,11 @@ scenario() {
             before=$(counts "${pid[step11-server]}")
             start step11-rw "$prog" "${opts[@]}" -p "$port" --op read-write -n 100000000 127.0.0.1
             wait_until_held qp 1 "${pid[step11-server]}"
-            kill -INT "${pid[step11-rw]}"
-            finish step11-rw
+            # Stopped once it runs its loop (its address lines printed), as step11_ops stops one.
+            wait_for_line step11-rw out "remote address" 30
+            sleep 0.5
+            kill -TERM "${pid[step11-rw]}"
+            finish step11-rw 60
             expect_exit step11-rw 130
             for op in fetch-add cas window; do
                 start "step11-$op" "$prog" "${opts[@]}" -p "$port" --op "$op" -n 100 127.0.0.1

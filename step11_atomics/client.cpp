@@ -181,7 +181,7 @@ int run_fetch_add(std::vector<Link>& links, SharedCompletionQueue& cq, const Loc
                 std::min<std::uint32_t>(o.window, links[i].connection->read_depth());
             while (posted[i] < o.iters && posted[i] - done[i] < window) {
                 const std::uint32_t slot = posted[i]++ % 32;  // its original value's word
-                posted_at[i][slot] = Clock::now();
+                if (o.window == 1) { posted_at[i][slot] = Clock::now(); }  // latency samples only
                 post_fetch_add(links[i].qp(), memory.word(i, slot), links[i].at(o.offset), 1,
                                std::uint64_t{slot} << 32 | i);
             }
@@ -427,7 +427,6 @@ WindowGrant ask_for_window(const Link& link, const Options& o) {
 ibv_wc_status write_once(const Link& link, SharedCompletionQueue& cq, const LocalMemory& memory,
                          RemoteWord to, const Options& o) {
     post_write(link.qp(), memory.record(0), 64, memory.lkey(), to, 0);
-    ibv_wc result{};
     std::array<ibv_wc, 1> batch{};
     const auto deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds);
     while (cq.poll(batch) == 0) {
@@ -436,8 +435,7 @@ ibv_wc_status write_once(const Link& link, SharedCompletionQueue& cq, const Loca
             throw TutorialError(kExitTimeout, "no completion within --timeout");
         }
     }
-    result = batch[0];
-    return result.status;
+    return batch[0].status;
 }
 
 //! [window]
